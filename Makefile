@@ -1,0 +1,31 @@
+# The course's two everyday commands: `make lab` and `make test`.
+# Both build .venv on first use, and rebuild it when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# The venv's own kernel spec comes first, so notebooks never run on another Python.
+export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
+export MPLBACKEND := Agg
+
+.PHONY: lab test bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(f"The course needs Python 3.11 or newer; $(PYTHON) is {v.major}.{v.minor}. Run: make PYTHON=python3.11 ...") if v < (3, 11) else None'
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb $(LAB_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_overhead.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .hypothesis

@@ -1,0 +1,31 @@
+"""idemlib: the simulations behind a course on the Idempotent Consumer (Inbox) pattern.
+
+A message broker that delivers at least once, consumers written as named steps,
+a fault plan that crashes them between any two steps or loses their acks, and real
+databases that keep the money. The lessons import what they need from here.
+"""
+
+from idemlib.broker import Broker, DeadLetter, Delivery
+from idemlib.explore import RUNNING_EXAMPLE, ack_loss_sweep, crash_matrix
+from idemlib.facts import fact, load_facts
+from idemlib.faults import Crash, FaultPlan, LostAck
+from idemlib.handlers import (
+    HANDLERS,
+    AckFirstHandler,
+    Handler,
+    IdFirstHandler,
+    InboxHandler,
+    NaiveHandler,
+    WorkFirstHandler,
+    handler_named,
+)
+from idemlib.messages import BadMessage, Charge, Message, parse_charge, payment_stream
+from idemlib.sim import RunResult, simulate
+from idemlib.stores import DuckDBPayments, WriteConflict
+
+__all__ = [
+    "HANDLERS", "RUNNING_EXAMPLE", "AckFirstHandler", "BadMessage", "Broker", "Charge", "Crash", "DeadLetter",
+    "Delivery", "DuckDBPayments", "FaultPlan", "Handler", "IdFirstHandler", "InboxHandler", "LostAck", "Message",
+    "NaiveHandler", "RunResult", "WorkFirstHandler", "WriteConflict", "ack_loss_sweep", "crash_matrix", "fact",
+    "handler_named", "load_facts", "parse_charge", "payment_stream", "simulate",
+]

@@ -1,0 +1,148 @@
+"""The checks that the lessons' exercises call.
+
+Each check works the right answer out with the simulator or a real database
+rather than comparing to a stored constant, gives a specific hint for a wrong
+answer without giving the answer away, and says plainly when nothing has been
+answered yet (``...`` is how a student copy leaves an answer blank).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from idemlib.explore import RUNNING_EXAMPLE, crash_matrix
+from idemlib.faults import FaultPlan
+from idemlib.handlers import NaiveHandler, handler_named
+from idemlib.messages import Message, payment_stream
+from idemlib.sim import simulate
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """The verdict of a check: right or not, and what to do next."""
+
+    correct: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.correct
+
+    def __repr__(self) -> str:
+        return f"{'✓ Correct' if self.correct else '✗ Not yet'}: {self.message}"
+
+    def _repr_html_(self) -> str:
+        colour, mark = ("#2b8a3e", "✓ Correct") if self.correct else ("#b3541e", "✗ Not yet")
+        return (f'<div class="idemlib-feedback" style="border-left:4px solid {colour};padding:4px 10px">'
+                f"<b style='color:{colour}'>{mark}:</b> {html.escape(self.message)}</div>")
+
+
+def _right(message: str) -> Feedback:
+    return Feedback(True, message)
+
+
+def _hint(message: str) -> Feedback:
+    return Feedback(False, message)
+
+
+def _blank(answer: Any, what: str) -> Feedback | None:
+    if answer is ... or answer is None:
+        return _hint(f"Not answered yet: replace ... with {what}, run that cell, then run this check again.")
+    return None
+
+
+def check_running_example(message: Any) -> Feedback:
+    """Lesson 00: the running example as a :class:`~idemlib.messages.Message`."""
+    if (blank := _blank(message, "a Message built with Message.charge(...)")) is not None:
+        return blank
+    if not isinstance(message, Message):
+        return _hint(f"That is a {type(message).__name__}; build a Message with Message.charge(message_id, order_id, amount).")
+    if message.message_id != RUNNING_EXAMPLE.message_id:
+        return _hint(f"The ID is {message.message_id!r}. Look again at the story: which ID does the message carry?")
+    if message != RUNNING_EXAMPLE:
+        return _hint("The ID is right; check the order number and the amount against the story.")
+    return _right("that is m-7f3, the message the whole course follows.")
+
+
+def check_triple_charge(plan: Any) -> Feedback:
+    """Lesson 01: a fault plan under which the naive consumer charges m-7f3 three times ($120)."""
+    if (blank := _blank(plan, "a FaultPlan(...)")) is not None:
+        return blank
+    if not isinstance(plan, FaultPlan):
+        return _hint(f"That is a {type(plan).__name__}; the answer is a FaultPlan(...).")
+    result = simulate(NaiveHandler(), [RUNNING_EXAMPLE], faults=plan)
+    charged, target = result.total_charged, 3 * RUNNING_EXAMPLE.body["amount"]
+    if charged == target:
+        return _right(f"the naive consumer charged ${charged}: every delivery whose ack went missing was charged again.")
+    if result.dead_letters:
+        return _hint(f"Your plan sent m-7f3 to the dead-letter queue after {result.dead_letters[0].deliveries} deliveries, "
+                     f"with ${charged} charged. Fewer faults, placed where a commit has already happened.")
+    if charged < target:
+        return _hint(f"Your plan charged ${charged}. Each extra charge needs a delivery that commits and yet is delivered "
+                     "again. Which fault lets the commit stand but keeps the message on the queue?")
+    return _hint(f"Your plan charged ${charged}: too many redeliveries. Count how many deliveries must commit.")
+
+
+def check_overcharge(answer: Any, *, messages: int = 200, rate: float = 0.25, seed: int = 7) -> Feedback:
+    """Lesson 01: dollars overcharged by the naive consumer on ``payment_stream(messages)`` at ``rate`` ack loss."""
+    if (blank := _blank(answer, "a number of dollars")) is not None:
+        return blank
+    stream = payment_stream(messages)
+    result = simulate(NaiveHandler(), stream, faults=FaultPlan(ack_loss_rate=rate, seed=seed))
+    overcharge = result.total_charged - result.expected_total
+    if answer == overcharge:
+        return _right(f"${overcharge} more than the customers owe, from nothing but lost acks.")
+    if answer == result.total_charged:
+        return _hint("That is everything charged. The question asks how much more than the customers owe.")
+    return _hint(f"Not ${answer}. Run the naive consumer on payment_stream({messages}) with "
+                 f"FaultPlan(ack_loss_rate={rate}, seed={seed}) and compare total_charged with expected_total.")
+
+
+def check_inbox_insert(sql: Any) -> Feedback:
+    """Lesson 02: an INSERT with one ``?`` for the message ID that writes 1 row the first time, 0 the second."""
+    if (blank := _blank(sql, "an INSERT statement (a string) with ? where the message ID goes")) is not None:
+        return blank
+    if not isinstance(sql, str) or sql.count("?") != 1:
+        return _hint("Give the statement as a string with exactly one ? for the message ID.")
+    db = duckdb.connect(":memory:")
+    db.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
+    written = []
+    for _ in range(2):
+        try:
+            rows = db.execute(sql, ["m-7f3"]).fetchall()
+        except duckdb.ConstraintException:
+            return _hint("The second insert raised a duplicate-key error. That works, but it aborts the transaction; "
+                         "ask the database to do nothing on a conflict instead.")
+        except duckdb.Error as error:
+            return _hint(f"DuckDB could not run it: {error}")
+        written.append(len(rows) if "RETURNING" in sql.upper() else int(rows[0][0]))
+    if written == [1, 0]:
+        return _right("1 row the first time, 0 rows for the duplicate. The handler branches on that count.")
+    return _hint(f"It wrote {written[0]} row(s), then {written[1]}. Insert into processed_messages.")
+
+
+def check_crash_point(handler_name: Any, fault: Any, outcome: str) -> Feedback:
+    """Lesson 02: name a handler and a fault (as the crash matrix spells them) that end in ``outcome``."""
+    for value, what in ((handler_name, "a handler's name"), (fault, "a fault such as 'crash before commit'")):
+        if (blank := _blank(value, what)) is not None:
+            return blank
+    try:
+        handler = handler_named(handler_name)
+    except KeyError as error:
+        return _hint(str(error.args[0]))
+    matrix = crash_matrix([handler])
+    row = matrix[matrix["fault"] == fault]
+    if row.empty:
+        return _hint(f"{handler_name!r} has no fault called {fault!r}; its faults are {list(matrix['fault'])}.")
+    found = row["outcome"].iloc[0]
+    if found == outcome:
+        return _right(f"{fault} leaves the {handler_name} consumer with '{outcome}'.")
+    return _hint(f"With {fault}, the {handler_name} consumer ends with '{found}', not '{outcome}'. "
+                 "Think about what is already saved at that moment, and what the redelivery will find.")
+
+
+__all__ = ["Feedback", "check_crash_point", "check_inbox_insert", "check_overcharge",
+           "check_running_example", "check_triple_charge"]

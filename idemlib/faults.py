@@ -1,0 +1,76 @@
+"""What goes wrong in a run: a consumer that dies before a step, an ack that never arrives.
+
+A fault plan is consulted by the simulator; it never reaches into the handler.
+Faults can be named one by one (crash before the charge on the first delivery of
+m-7f3) or drawn at a rate. Drawn faults depend only on the seed, the message and the
+delivery, never on the order of calls, so two handlers run under one plan meet the
+very same faults and their totals can be compared honestly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Crash:
+    """The consumer process dies just before ``before`` on the given delivery.
+
+    Like a real process death it rolls back the open transaction and sends no ack;
+    the message comes back only when its lease runs out. ``message_id=None`` means
+    any message.
+    """
+
+    before: str
+    delivery: int = 1
+    message_id: str | None = None
+
+    def matches(self, step: str, message_id: str, delivery: int) -> bool:
+        return self.before == step and self.delivery == delivery and self.message_id in (None, message_id)
+
+
+@dataclass(frozen=True)
+class LostAck:
+    """The ack for the given delivery is sent but never reaches the broker."""
+
+    delivery: int = 1
+    message_id: str | None = None
+
+    def matches(self, message_id: str, delivery: int) -> bool:
+        return self.delivery == delivery and self.message_id in (None, message_id)
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """The faults of one run: named crashes and lost acks, plus random ones at given rates."""
+
+    crashes: Sequence[Crash] = ()
+    lost_acks: Sequence[LostAck] = ()
+    ack_loss_rate: float = 0.0
+    crash_rate: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("ack_loss_rate", "crash_rate"):
+            rate = getattr(self, name)
+            if not 0.0 <= rate < 1.0:
+                raise ValueError(f"{name} must be at least 0 and below 1 (a rate of 1 never lets a message through), got {rate}")
+
+    def crashes_before(self, step: str, message_id: str, delivery: int) -> bool:
+        """Whether the consumer dies just before ``step`` of this delivery."""
+        if any(crash.matches(step, message_id, delivery) for crash in self.crashes):
+            return True
+        return self._draw("crash", message_id, delivery, step) < self.crash_rate
+
+    def loses_ack(self, message_id: str, delivery: int) -> bool:
+        """Whether the ack for this delivery is lost on its way to the broker."""
+        if any(lost.matches(message_id, delivery) for lost in self.lost_acks):
+            return True
+        return self._draw("ack", message_id, delivery) < self.ack_loss_rate
+
+    def _draw(self, kind: str, message_id: str, delivery: int, step: str = "") -> float:
+        # A fresh generator per (seed, fault, message, delivery, step): the draw does
+        # not depend on how many draws came before it.
+        return random.Random(f"{self.seed}|{kind}|{message_id}|{delivery}|{step}").random()

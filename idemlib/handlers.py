@@ -1,0 +1,181 @@
+"""The consumers, each written as a sequence of named steps.
+
+A handler is a generator: it yields the name of a step just before doing it. That
+pause is where the simulator can kill the process (a crash *before* that step) or
+let another consumer run, so a fault can strike between any two steps without the
+handler knowing anything about faults.
+
+The five handlers of lessons 01 and 02 differ only in the order of the same few
+steps, which is the whole point: the order decides what a crash does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from idemlib.broker import Delivery
+from idemlib.messages import parse_charge
+from idemlib.stores import PaymentsSession
+
+
+@dataclass
+class Context:
+    """What a handler works with for one delivery: its database session and its way to ack."""
+
+    delivery: Delivery
+    db: PaymentsSession
+    ack: Callable[[], None]
+    note: Callable[[str], None]
+
+    @property
+    def message_id(self) -> str:
+        return self.delivery.message_id
+
+
+Steps = Iterator[str]
+
+
+class Handler:
+    """A consumer's logic. Subclasses name their ``steps`` and yield them in :meth:`run`."""
+
+    name: str = ""
+    summary: str = ""
+    steps: tuple[str, ...] = ()
+
+    def run(self, ctx: Context) -> Steps:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}: {' → '.join(self.steps)}>"
+
+
+class NaiveHandler(Handler):
+    """Charges every delivery. No check for duplicates, so each redelivery charges again."""
+
+    name = "naive"
+    summary = "no check for duplicates"
+    steps = ("begin", "charge", "commit", "ack")
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        yield "begin"
+        ctx.db.begin()
+        yield "charge"
+        ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
+        yield "commit"
+        ctx.db.commit()
+        yield "ack"
+        ctx.ack()
+
+
+class IdFirstHandler(Handler):
+    """Saves the ID, then charges, each write committed on its own.
+
+    A crash between the two marks the message as handled although nothing was
+    charged: the redelivery is skipped and the charge is lost.
+    """
+
+    name = "ID first"
+    summary = "ID saved first, charge second"
+    steps = ("record id", "charge", "ack")
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        yield "record id"
+        if ctx.db.record_message(ctx.message_id):
+            yield "charge"
+            ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
+        else:
+            ctx.note("duplicate skipped")
+        yield "ack"
+        ctx.ack()
+
+
+class WorkFirstHandler(Handler):
+    """Checks the ID, charges, then saves the ID, each write committed on its own.
+
+    A crash between the charge and the ID leaves the work done but unmarked: the
+    redelivery finds no ID and charges a second time.
+    """
+
+    name = "work first"
+    summary = "charge saved first, ID second"
+    steps = ("check id", "charge", "record id", "ack")
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        yield "check id"
+        if ctx.db.has_processed(ctx.message_id):
+            ctx.note("duplicate skipped")
+        else:
+            yield "charge"
+            ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
+            yield "record id"
+            ctx.db.record_message(ctx.message_id)
+        yield "ack"
+        ctx.ack()
+
+
+class InboxHandler(Handler):
+    """The idempotent consumer: the ID and the charge in one transaction, the ack after commit.
+
+    A duplicate makes the insert write zero rows; the handler then skips the charge,
+    commits the empty transaction and acks, so the message leaves the queue.
+    """
+
+    name = "inbox"
+    summary = "ID and charge in one transaction, ack after commit"
+    steps = ("begin", "record id", "charge", "commit", "ack")
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        yield "begin"
+        ctx.db.begin()
+        yield "record id"
+        if ctx.db.record_message(ctx.message_id):
+            yield "charge"
+            ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
+        else:
+            ctx.note("duplicate skipped")
+        yield "commit"
+        ctx.db.commit()
+        yield "ack"
+        ctx.ack()
+
+
+class AckFirstHandler(InboxHandler):
+    """The inbox's transaction, but acknowledged on receipt: at-most-once.
+
+    Once the ack is in, the broker forgets the message, so a crash anywhere after it
+    loses the charge for good. The inbox cannot help with a message that never returns.
+    """
+
+    name = "ack first"
+    summary = "ack on receipt, then the inbox transaction"
+    steps = ("ack", "begin", "record id", "charge", "commit")
+
+    def run(self, ctx: Context) -> Steps:
+        parse_charge(ctx.delivery.message)
+        yield "ack"
+        ctx.ack()
+        # The rest is the inbox's transaction; its own ack step is dropped.
+        for step in super().run(_without_ack(ctx)):
+            if step != "ack":
+                yield step
+
+
+def _without_ack(ctx: Context) -> Context:
+    return Context(ctx.delivery, ctx.db, ack=lambda: None, note=ctx.note)
+
+
+HANDLERS: tuple[Handler, ...] = (NaiveHandler(), IdFirstHandler(), WorkFirstHandler(), InboxHandler(), AckFirstHandler())
+"""Every handler of lessons 01 and 02, in the order the lessons introduce them."""
+
+
+def handler_named(name: str) -> Handler:
+    """The handler called ``name`` (as in :data:`HANDLERS`), with a list of names if there is none."""
+    for handler in HANDLERS:
+        if handler.name == name:
+            return handler
+    raise KeyError(f"no handler named {name!r}; choose one of {[h.name for h in HANDLERS]}")

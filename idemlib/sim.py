@@ -1,0 +1,208 @@
+"""Runs producers, the broker and consumers on a virtual clock and records a trace.
+
+Every step of a handler takes a few simulated seconds (``step_seconds``). The
+scheduler always moves the consumer whose next action is due soonest, so with one
+consumer a run is a plain loop, and with several their steps interleave the way
+real processes' would, inside the real database engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from idemlib.broker import Broker, DeadLetter, Delivery
+from idemlib.clock import VirtualClock
+from idemlib.faults import FaultPlan
+from idemlib.handlers import Context, Handler, Steps
+from idemlib.messages import BadMessage, Message
+from idemlib.stores import DuckDBPayments, PaymentsDatabase, PaymentsSession, WriteConflict
+from idemlib.trace import Trace
+
+DEFAULT_STEP_SECONDS = 1.0
+RESTART_SECONDS = 5.0
+STEP_EVENTS = {"commit": "committed", "charge": "charged"}
+"""Steps whose completion the trace names by its effect; every other step is a plain ``step``."""
+
+OUTCOMES = ("charge lost", "charged once", "charged twice")
+
+
+def outcome_of(charges: int) -> str:
+    """Name the effect of one message: lost (0 charges), once (1) or twice (2 or more)."""
+    return OUTCOMES[min(charges, 2)]
+
+
+@dataclass
+class _Consumer:
+    name: str
+    session: PaymentsSession
+    ready_at: float = 0.0
+    turn: int = 0
+    delivery: Delivery | None = None
+    job: Steps | None = None
+    step: str | None = None
+
+
+@dataclass
+class RunResult:
+    """What a run did: its trace, the committed payments and the dead-letter queue."""
+
+    messages: list[Message]
+    trace: pd.DataFrame
+    payments: pd.DataFrame
+    dead_letters: list[DeadLetter]
+    duration: float
+
+    @property
+    def total_charged(self) -> int:
+        """Dollars charged in all, counting only committed payments."""
+        return int(self.payments["amount"].sum())
+
+    @property
+    def expected_total(self) -> int:
+        """Dollars that should have been charged: each distinct well-formed message once."""
+        amounts = {m.message_id: m.body.get("amount", 0) for m in self.messages if isinstance(m.body, dict)}
+        return int(sum(amount for amount in amounts.values() if isinstance(amount, int)))
+
+    def charges_per_message(self) -> pd.Series:
+        """How many committed charges each published message ID caused (0 where none)."""
+        ids = list(dict.fromkeys(m.label for m in self.messages))
+        return self.payments["message_id"].value_counts().reindex(ids, fill_value=0).rename("charges")
+
+    def outcomes(self) -> pd.Series:
+        """For each message ID: ``charge lost``, ``charged once`` or ``charged twice``."""
+        return self.charges_per_message().map(outcome_of).rename("outcome")
+
+    def events(self, event: str) -> pd.DataFrame:
+        """The trace rows of one kind of event."""
+        return self.trace[self.trace["event"] == event]
+
+
+def simulate(
+    handler: Handler,
+    messages: Iterable[Message],
+    *,
+    faults: FaultPlan | None = None,
+    consumers: int = 1,
+    visibility_timeout: float = 30.0,
+    max_deliveries: int = 5,
+    step_seconds: Mapping[str, float] | None = None,
+    database: PaymentsDatabase | None = None,
+    watch_total: bool = False,
+) -> RunResult:
+    """Publish ``messages``, let ``consumers`` copies of ``handler`` work the queue until it is empty.
+
+    ``faults`` says which steps crash and which acks are lost. Crashed consumers
+    restart after a few seconds; the broker redelivers when leases run out, and
+    dead-letters a message after ``max_deliveries``. The database defaults to a
+    fresh in-memory DuckDB. ``watch_total`` reads the committed total from the
+    database after every event, for step-throughs (it costs a query per event).
+    """
+    messages = list(messages)
+    faults = faults or FaultPlan()
+    durations = dict(step_seconds or {})
+    database = database or DuckDBPayments()
+    clock = VirtualClock()
+    trace = Trace(clock, database.total_charged if watch_total else None)
+    broker = Broker(clock, trace, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries)
+    for message in messages:
+        broker.publish(message)
+
+    turns = itertools.count()
+    workers = [_Consumer(f"consumer {chr(ord('A') + i)}", database.session(), turn=next(turns)) for i in range(consumers)]
+
+    def wake(worker: _Consumer, at: float) -> None:
+        worker.ready_at = at
+        worker.turn = next(turns)  # among equals, whoever waited longest goes first
+
+    while not broker.is_empty or any(w.job is not None for w in workers):
+        worker = min(workers, key=lambda w: (w.ready_at, w.turn))
+        clock.advance_to(worker.ready_at)
+        if worker.job is None:
+            if broker.is_empty:
+                wake(worker, float("inf"))  # done: the last rival finishes its job
+                continue
+            if not _start(worker, handler, broker, faults, trace):
+                # Nothing to take now: sleep until a lease runs out or a rival moves.
+                others = [w.ready_at for w in workers if w is not worker and w.job is not None]
+                expiry = broker.next_lease_expiry()
+                wake(worker, min([t for t in [expiry, *others] if t is not None], default=clock.now()))
+                continue
+        delay = _advance(worker, faults, broker, trace, database)
+        wake(worker, clock.now() + (durations.get(worker.step, DEFAULT_STEP_SECONDS) if worker.step else delay))
+
+    for worker in workers:
+        worker.session.rollback()
+    return RunResult(messages, trace.to_frame(), database.payments(), list(broker.dead_letters), clock.now())
+
+
+def _start(worker: _Consumer, handler: Handler, broker: Broker, faults: FaultPlan, trace: Trace) -> bool:
+    delivery = broker.receive(worker.name)
+    if delivery is None:
+        return False
+
+    def ack() -> None:
+        if faults.loses_ack(delivery.message_id, delivery.count):
+            trace.record(worker.name, "ack lost", delivery.message_id, delivery.count)
+        else:
+            broker.ack(delivery)
+
+    def note(event: str) -> None:
+        trace.record(worker.name, event, delivery.message_id, delivery.count)
+
+    worker.delivery = delivery
+    worker.job = handler.run(Context(delivery, worker.session, ack, note))
+    worker.step = None
+    return True
+
+
+def _advance(worker: _Consumer, faults: FaultPlan, broker: Broker, trace: Trace, database: PaymentsDatabase) -> float:
+    """Finish the worker's pending step and pause before its next one, or end the job.
+
+    Returns how long the worker is away when the job ended: a restart after a
+    crash, nothing otherwise. While a step is pending, its own duration applies.
+    """
+    delivery = worker.delivery
+    assert delivery is not None and worker.job is not None
+
+    def record(event: str, detail: str = "") -> None:
+        trace.record(worker.name, event, delivery.message_id, delivery.count, detail)
+
+    try:
+        next_step = next(worker.job, None)
+    except (BadMessage, WriteConflict) as error:
+        # A live consumer that cannot finish gives the message back; the broker
+        # retries it and dead-letters it after max_deliveries, so it is never lost.
+        worker.session.rollback()
+        record("rejected" if isinstance(error, BadMessage) else "conflict", str(error))
+        broker.release(delivery, str(error))
+        _end(worker)
+        return 0.0
+    if worker.step is not None and worker.step != "ack":  # an ack records its own fate
+        record(STEP_EVENTS.get(worker.step, "step"), worker.step)
+    if next_step is None:
+        _end(worker)
+        return 0.0
+    if faults.crashes_before(next_step, delivery.message_id, delivery.count):
+        # A process death: the connection drops, the engine rolls back the open
+        # transaction, and no ack is sent. The lease will run out on its own.
+        was_open = worker.session.in_transaction
+        worker.session.rollback()
+        record("crashed", f"before {next_step}")
+        if was_open:
+            record("rolled back")
+        worker.job.close()
+        _end(worker)
+        worker.session = database.session()
+        return RESTART_SECONDS
+    worker.step = next_step
+    return 0.0
+
+
+def _end(worker: _Consumer) -> None:
+    worker.job = None
+    worker.delivery = None
+    worker.step = None
