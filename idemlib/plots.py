@@ -42,6 +42,7 @@ def plot_ack_loss_sweep(sweep: pd.DataFrame, ax: Axes | None = None) -> Axes:
     ax.set_xlabel("share of acks lost on the way to the broker")
     ax.set_ylabel("total charged ($)")
     ax.xaxis.set_major_formatter(lambda value, _: f"{value:.0%}")
+    ax.set_ylim(bottom=0)
     ax.set_title("Lost acks become extra charges, unless the consumer keeps an inbox")
     ax.legend(loc="upper left")
     ax.grid(alpha=0.3)
@@ -86,6 +87,11 @@ def plot_timeline(trace: pd.DataFrame, ax: Axes | None = None, *, title: str = "
     events = trace[trace["event"] != "published"]
     actors = list(dict.fromkeys(["broker", *sorted(events["actor"].unique())]))
     ax = _axes(ax, (9, 1.1 * len(actors) + 1.5))
+    # A bar per delivery from its hand-over to its last event: how long the consumer held it.
+    held = events[events["actor"] != "broker"].groupby(["actor", "message_id", "delivery"])["time"].agg(["min", "max"])
+    for (actor, _, _), span in held.iterrows():
+        ax.plot([span["min"], span["max"]], [actors.index(actor)] * 2, color="#bbbbbb", linewidth=6,
+                solid_capstyle="round", zorder=1)
     for event, (marker, colour) in EVENT_MARKERS.items():
         rows = events[events["event"] == event]
         if rows.empty:

@@ -1,0 +1,45 @@
+"""Every lesson keeps the form a learner relies on (read from the stored notebooks, no kernel needed)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def cells(path):
+    return nbformat.read(path, as_version=4).cells
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_lesson_opens_with_its_learning_goals(path):
+    opening = cells(path)[0]
+    assert opening.cell_type == "markdown"
+    assert re.search(r"\*\*In this (lesson|notebook) you will\*\*", opening.source)
+    assert re.search(r"^# \d\d · ", opening.source, re.MULTILINE), "the title names the lesson's number"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_exercise_has_a_solution_cell_then_a_check(path):
+    notebook = cells(path)
+    starts = [i for i, c in enumerate(notebook) if c.cell_type == "markdown" and c.source.startswith("**Exercise")]
+    assert 1 <= len(starts) <= 3
+    for i in starts:
+        solution, check = notebook[i + 1], notebook[i + 2]
+        assert "solution" in solution.metadata.get("tags", [])
+        assert re.match(r"check_\w+\(", check.source), f"the cell after the solution must call a check: {check.source}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_lesson_draws_a_figure_and_ends_with_a_summary_and_the_way_on(path):
+    notebook = cells(path)
+    assert any(c.cell_type == "code" and re.search(r"\bplot_\w+\(|plt\.subplots|\.plot\(", c.source) for c in notebook)
+    last = notebook[-1]
+    assert last.cell_type == "markdown" and last.source.startswith("## Summary")
+    following = NOTEBOOKS[NOTEBOOKS.index(path) + 1].name if path != NOTEBOOKS[-1] else None
+    if following:
+        assert f"({following})" in last.source, f"the summary should link on to {following}"

@@ -1,0 +1,96 @@
+"""Keeps the set-up files, the docs and the data honest with each other."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+import idemlib
+from idemlib.facts import load_facts
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CONDA_NAMES = {"python-duckdb": "duckdb"}
+
+
+def requirement(spec: str) -> tuple[str, str]:
+    name, _, lower_bound = spec.replace(" ", "").partition(">=")
+    return CONDA_NAMES.get(name, name).lower(), lower_bound
+
+
+def test_environment_yml_installs_what_pyproject_asks_for():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = dict(requirement(s) for s in project["dependencies"])
+    for extra, specs in project["optional-dependencies"].items():
+        wanted.update(requirement(s) for s in specs if not s.startswith("idemlib["))
+    conda = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    pip_part = next(item["pip"] for item in conda if isinstance(item, dict))
+    listed = dict(requirement(s) for s in conda if isinstance(s, str) and not s.startswith(("python>", "pip")))
+    assert listed == wanted
+    assert "-e ." in pip_part
+
+
+def test_notebooks_are_stored_without_outputs():
+    for path in NOTEBOOKS:
+        notebook = nbformat.read(path, as_version=4)
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, f"{path.name} has outputs: clear them"
+
+
+def markdown_links(text: str) -> list[str]:
+    return re.findall(r"\]\(([^)#\s]+)\)", text)
+
+
+def test_every_relative_link_in_the_lessons_and_the_readme_resolves():
+    sources = [(ROOT / "README.md", (ROOT / "README.md").read_text())]
+    for path in NOTEBOOKS:
+        sources.append((path, "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)))
+    for path, text in sources:
+        for link in markdown_links(text):
+            if not link.startswith(("http://", "https://")):
+                assert (path.parent / link).exists(), f"{path.name} links to missing {link}"
+
+
+def test_the_readme_and_the_map_in_lesson_00_list_every_lesson():
+    readme = (ROOT / "README.md").read_text()
+    course_map = nbformat.read(ROOT / "notebooks" / "00_start_here.ipynb", as_version=4)
+    map_text = "\n".join(c.source for c in course_map.cells)
+    for path in NOTEBOOKS:
+        assert f"notebooks/{path.name}" in readme, f"README.md does not list {path.name}"
+        assert f"({path.name})" in map_text, f"the map in 00_start_here does not link {path.name}"
+
+
+def test_every_fact_has_a_value_a_unit_and_a_source_and_every_quoted_fact_exists():
+    facts = load_facts()
+    assert not facts[["value", "unit", "subject", "source"]].isna().any().any()
+    quoted = set()
+    for path in NOTEBOOKS:
+        source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+        quoted |= set(re.findall(r"fact\([\"'](\w+)[\"']\)", source))
+    assert quoted <= set(facts.index)
+
+
+def test_unknown_facts_are_refused_with_the_fix():
+    with pytest.raises(KeyError, match="add a row"):
+        idemlib.fact("kafka_magic_number")
+
+
+def test_every_public_name_says_what_it_does():
+    missing = [name for name in idemlib.__all__
+               if (inspect.isclass(obj := getattr(idemlib, name)) or inspect.isfunction(obj)) and not inspect.getdoc(obj)]
+    assert missing == []
+
+
+def test_the_readme_names_every_module_of_the_package():
+    readme = (ROOT / "README.md").read_text()
+    modules = {p.stem for p in (ROOT / "idemlib").glob("*.py") if p.stem not in {"__init__", "clock", "trace"}}
+    modules.add("stores/")
+    for module in modules:
+        assert f"`{module}`" in readme, f"README.md does not mention idemlib's {module}"
