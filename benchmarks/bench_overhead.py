@@ -1,7 +1,10 @@
-"""Where the time of a simulated run goes: the database's own work versus the simulator around it.
+"""Where the time goes: the simulator against DuckDB, and real consumers on each engine.
 
-The goal (issue 2): the simulator's overhead per delivery stays under a fifth of
-the time DuckDB spends on that delivery, so a run is bound by the real engine.
+1. The simulator's overhead per delivery should stay under a fifth of the time
+   DuckDB spends on that delivery, so a run is bound by the real engine.
+2. Four consumer threads on 2,667 messages (2,000 payments, a third of them twice):
+   throughput and conflicts per engine, and how long PostgreSQL makes a rival wait.
+
 Prints the figures; it asserts nothing, since timings belong in benchmarks, not tests.
 """
 
@@ -12,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from idemlib import DuckDBPayments, FaultPlan, InboxHandler, payment_stream, simulate
+from idemlib.races import race, race_engines, stress, with_duplicates
 from idemlib.stores import PaymentsSession
 
 MESSAGES = 1000
@@ -72,6 +76,16 @@ def main() -> None:
     print(f"  inside DuckDB:        {in_database:.3f} s ({in_database / deliveries * 1e6:.0f} µs per delivery)")
     print(f"  simulator around it:  {overhead:.3f} s ({overhead / deliveries * 1e6:.0f} µs per delivery)")
     print(f"  overhead / database:  {overhead / in_database:.1%} (goal: under 20%)")
+
+    engines, note = race_engines()
+    print(f"\nReal consumers, 4 threads, 2,667 messages (2,000 payments, a third twice). {note}")
+    load = with_duplicates(payment_stream(2000))
+    for name, make in engines.items():
+        result = stress(make(), load, consumers=4)
+        waited = race(make(), hold_seconds=0.3)
+        print(f"  {name:10}  {result.published / result.seconds:7.0f} messages/s   {result.conflicts:4d} conflicts   "
+              f"charged {'exactly right' if result.total_charged == result.expected_total else 'WRONG'}   "
+              f"rival waits {waited.b_wait_seconds:.2f} s at {waited.b_waited_at!r} while the first holds 0.30 s")
 
 
 if __name__ == "__main__":

@@ -14,11 +14,13 @@ from typing import Any
 
 import duckdb
 
-from idemlib.explore import RUNNING_EXAMPLE, crash_matrix
+from idemlib.explore import RUNNING_EXAMPLE, crash_matrix, interleavings
 from idemlib.faults import FaultPlan
-from idemlib.handlers import NaiveHandler, handler_named
+from idemlib.handlers import NaiveHandler, WorkFirstHandler, handler_named
 from idemlib.messages import Message, payment_stream
+from idemlib.races import race
 from idemlib.sim import simulate
+from idemlib.stores import DuckDBPayments
 
 
 @dataclass(frozen=True)
@@ -144,5 +146,32 @@ def check_crash_point(handler_name: Any, fault: Any, outcome: str) -> Feedback:
                  "Think about what is already saved at that moment, and what the redelivery will find.")
 
 
-__all__ = ["Feedback", "check_crash_point", "check_inbox_insert", "check_overcharge",
-           "check_running_example", "check_triple_charge"]
+def check_race_loser(answer: Any) -> Feedback:
+    """Lesson 03: on DuckDB, with A holding its transaction open while B runs, who fails and where (``"A at commit"``)."""
+    if (blank := _blank(answer, 'a string such as "B at record id" or "nobody"')) is not None:
+        return blank
+    outcome = race(DuckDBPayments())
+    if str(answer).strip() == outcome.failed:
+        return _right(f"{outcome.failed}: DuckDB lets both insert, and whoever commits second fails.")
+    if str(answer).strip().startswith("B"):
+        return _hint("B never had to wait, and it committed while A was still holding its transaction open. "
+                     "Who then tries to commit second?")
+    return _hint("Under DuckDB's optimistic concurrency nobody waits; the clash is found when a transaction commits. "
+                 'Answer in the form "A at begin", "B at commit" or "nobody".')
+
+
+def check_interleaving_count(answer: Any) -> Feedback:
+    """Lesson 03: how many distinct interleavings of two work-first consumers charge twice."""
+    if (blank := _blank(answer, "a whole number")) is not None:
+        return blank
+    table = interleavings(WorkFirstHandler())
+    twice = int((table["outcome"] == "charged twice").sum())
+    if answer == twice:
+        return _right(f"{twice} of {len(table)} interleavings charge twice: the check outside the transaction lets both pass.")
+    if answer == len(table):
+        return _hint("That counts every interleaving. Some are safe: which ones, and why?")
+    return _hint(f"Not {answer}. Count the rows of interleavings(WorkFirstHandler()) whose outcome is 'charged twice'.")
+
+
+__all__ = ["Feedback", "check_crash_point", "check_inbox_insert", "check_interleaving_count", "check_overcharge",
+           "check_race_loser", "check_running_example", "check_triple_charge"]

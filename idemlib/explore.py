@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 import pandas as pd
 
+from idemlib.broker import Broker
+from idemlib.clock import VirtualClock
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import HANDLERS, Handler
 from idemlib.messages import Message
-from idemlib.sim import outcome_of, simulate
+from idemlib.sim import _advance, _Consumer, _start, outcome_of, simulate
+from idemlib.stores import DuckDBPayments, PaymentsDatabase
+from idemlib.trace import Trace
 
 RUNNING_EXAMPLE = Message.charge("m-7f3", order_id=1042, amount=40)
 """The course's running example: message m-7f3 asks to charge order 1042 $40."""
@@ -57,3 +62,62 @@ def ack_loss_sweep(
             result = simulate(handler, messages, faults=plan)
             rows.append((handler.name, rate, result.total_charged, result.expected_total))
     return pd.DataFrame(rows, columns=["handler", "ack loss rate", "total charged", "expected total"])
+
+
+def interleavings(
+    handler: Handler,
+    message: Message = RUNNING_EXAMPLE,
+    database: PaymentsDatabase | None = None,
+) -> pd.DataFrame:
+    """Run every order in which two consumers holding the same message can take their steps.
+
+    Consumer A gets the message, its lease runs out, and consumer B gets it too.
+    Each schedule says who moves next; the steps run on a fresh database, the loser
+    of a write conflict gives the message back, and any delivery still unacked at
+    the end is redelivered until one is. One row per distinct interleaving.
+    The database (DuckDB by default) is emptied before every schedule.
+    """
+    database = database or DuckDBPayments()
+    steps = len(handler.steps)
+    amount = message.body["amount"]
+    seen: dict[tuple[str, ...], tuple[int, int]] = {}
+    for a_turns in itertools.combinations(range(2 * steps), steps):
+        schedule = ["A" if turn in a_turns else "B" for turn in range(2 * steps)]
+        database.empty()
+        taken, charged, conflicts = _play(handler, message, database, schedule)
+        seen.setdefault(taken, (charged, conflicts))
+    rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount))
+            for taken, (charged, conflicts) in seen.items()]
+    return pd.DataFrame(rows, columns=["interleaving", "charges", "conflicts", "outcome"])
+
+
+def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str]) -> tuple[tuple[str, ...], int, int]:
+    clock = VirtualClock()
+    trace = Trace(clock)
+    broker = Broker(clock, trace)
+    broker.publish(message)
+    faults = FaultPlan()
+    workers = {}
+    for name in ("A", "B"):
+        worker = _Consumer(f"consumer {name}", database.session())
+        _start(worker, handler, broker, faults, trace)
+        _advance(worker, faults, broker, trace, database)  # up to the pause before its first step
+        workers[name] = worker
+        clock.advance(broker.visibility_timeout)  # A's lease runs out before B receives
+    taken = []
+    for name in schedule:
+        if workers[name].job is None:  # finished already: the other one moves
+            name = "B" if name == "A" else "A"
+        worker = workers[name]
+        if worker.job is None:
+            break
+        taken.append(f"{name}:{worker.step}")
+        _advance(worker, faults, broker, trace, database)
+    while not broker.is_empty:  # redeliver whatever is still unacked, one clean delivery at a time
+        clock.advance(broker.visibility_timeout)
+        worker = workers["A"]
+        if _start(worker, handler, broker, faults, trace):
+            while worker.job is not None:
+                _advance(worker, faults, broker, trace, database)
+    conflicts = sum(1 for row in trace.rows if row[2] == "conflict")
+    return tuple(taken), database.total_charged(), conflicts

@@ -108,3 +108,24 @@ def plot_timeline(trace: pd.DataFrame, ax: Axes | None = None, *, title: str = "
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return ax
+
+
+def plot_outcome_counts(counts: pd.DataFrame, ax: Axes | None = None, *, title: str, xlabel: str) -> Axes:
+    """Stacked horizontal bars: for each row of ``counts`` (a handler, a store...), how many runs ended in each outcome.
+
+    ``counts`` has one column per outcome (``charge lost``, ``charged once``,
+    ``charged twice``); missing columns count as zero.
+    """
+    counts = counts.reindex(columns=list(OUTCOME_COLOURS), fill_value=0).fillna(0)
+    ax = _axes(ax, (8, 0.7 * len(counts) + 1.6))
+    left = pd.Series(0, index=counts.index, dtype=float)
+    for outcome, colour in OUTCOME_COLOURS.items():
+        bars = ax.barh(counts.index, counts[outcome], left=left, color=colour, label=outcome)
+        ax.bar_label(bars, labels=[str(int(v)) if v else "" for v in counts[outcome]], label_type="center",
+                     color="white", fontweight="bold")
+        left += counts[outcome]
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, frameon=False)
+    return ax

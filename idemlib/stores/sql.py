@@ -43,15 +43,16 @@ class PaymentsSession:
     how the wrong orderings of lesson 02 save the ID and the charge separately.
     """
 
-    def __init__(self, cursor: Cursor, placeholder: str, conflict_errors: tuple[type[BaseException], ...]) -> None:
+    def __init__(self, cursor: Cursor, engine: SqlPayments) -> None:
         self._cursor = cursor
-        self._p = placeholder
-        self._conflict_errors = conflict_errors
+        self._p = engine.placeholder
+        self._begin = engine.begin_statement
+        self._conflict_errors = engine.conflict_errors
         self.in_transaction = False
 
     def begin(self) -> None:
         """Open a transaction: what follows is saved together at commit or not at all."""
-        self._run("BEGIN")
+        self._run(self._begin)
         self.in_transaction = True
 
     def commit(self) -> None:
@@ -95,15 +96,63 @@ class PaymentsSession:
             self._cursor.execute(sql, parameters)
             return self._cursor.fetchall() if rows else []
         except self._conflict_errors as error:
-            self.in_transaction = False
-            raise WriteConflict(str(error)) from error
+            if self.in_transaction:
+                self.in_transaction = False
+                self._end_quietly()
+            raise WriteConflict(f"{type(error).__name__}: {error}".strip()) from error
+
+    def _end_quietly(self) -> None:
+        # Some engines end a failed transaction themselves (DuckDB at COMMIT), others
+        # keep it open and aborted (PostgreSQL); a ROLLBACK settles both.
+        try:
+            self._cursor.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - no transaction left to roll back
+            pass
 
 
-class PaymentsDatabase(Protocol):
-    """A database with the payments and processed_messages tables."""
+class SqlPayments:
+    """The payments database on one SQL engine; subclasses say how to connect and how it reports a lost race."""
 
-    engine: str
+    engine: str = ""
+    placeholder: str = "?"
+    begin_statement: str = "BEGIN"
+    conflict_errors: tuple[type[BaseException], ...] = ()
 
-    def session(self) -> PaymentsSession: ...
-    def payments(self) -> pd.DataFrame: ...
-    def total_charged(self) -> int: ...
+    def connect(self) -> Cursor:
+        """A cursor on a new connection of its own, as each consumer process would hold."""
+        raise NotImplementedError
+
+    def _create_schema(self) -> None:
+        self._reader = self.connect()
+        for statement in SCHEMA:
+            self._reader.execute(statement)
+
+    def session(self) -> PaymentsSession:
+        """A consumer's session on its own connection, with a transaction of its own."""
+        return PaymentsSession(self.connect(), self)
+
+    def empty(self) -> None:
+        """Delete every payment and every remembered ID, so the next run starts from nothing."""
+        for table in ("payments", "processed_messages"):
+            self._reader.execute(f"DELETE FROM {table}")
+
+    def _rows(self, sql: str) -> list[tuple[Any, ...]]:
+        self._reader.execute(sql)
+        return self._reader.fetchall()
+
+    def payments(self) -> pd.DataFrame:
+        """Every committed charge, in the order written."""
+        return pd.DataFrame(self._rows("SELECT order_id, amount, message_id FROM payments"),
+                            columns=["order_id", "amount", "message_id"])
+
+    def processed_ids(self) -> list[str]:
+        """The message IDs the inbox holds."""
+        return [row[0] for row in self._rows("SELECT message_id FROM processed_messages ORDER BY 1")]
+
+    def total_charged(self) -> int:
+        """The sum of all committed charges, in dollars."""
+        return int(self._rows("SELECT coalesce(sum(amount), 0) FROM payments")[0][0])
+
+
+PaymentsDatabase = SqlPayments
+"""What the simulator needs of a database: sessions, and the committed payments to read back."""

@@ -1,0 +1,258 @@
+"""Real races on real engines: consumers in real threads, running the same handler code.
+
+The simulator interleaves consumers in one thread, which cannot show an engine
+that makes a writer *wait*: the waiter would wait for itself. Here each consumer
+has a thread and a connection of its own, so PostgreSQL's lock waits and SQLite's
+busy timeout happen for real and are measured in real seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from idemlib.broker import Broker, Delivery
+from idemlib.clock import VirtualClock
+from idemlib.explore import RUNNING_EXAMPLE
+from idemlib.handlers import Context, Handler, InboxHandler, Steps
+from idemlib.messages import BadMessage, Message
+from idemlib.stores import (DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, SQLitePayments,
+                            WriteConflict, postgres_unavailable, require_servers)
+from idemlib.trace import Trace
+
+
+@dataclass
+class _Timed:
+    """One consumer's run through a handler: the time each step took and where it failed."""
+
+    steps: list[tuple[str, float]] = field(default_factory=list)
+    failed_at: str | None = None
+    error: str | None = None
+
+    def drive(self, job: Steps, session: PaymentsSession, until: str | None = None) -> str | None:
+        """Run ``job`` step by step, timing each, up to (not into) step ``until``; returns the step it stopped before."""
+        step = next(job, None)
+        while step is not None and step != until:
+            started = time.perf_counter()
+            try:
+                following = next(job, None)
+            except WriteConflict as conflict:
+                self.failed_at, self.error = step, str(conflict)
+                session.rollback()
+                return None
+            self.steps.append((step, time.perf_counter() - started))
+            step = following
+        return step
+
+    def resume(self, job: Steps, session: PaymentsSession, step: str) -> None:
+        """Carry on from the paused ``step`` to the end of the job."""
+        self.drive(_prepend(step, job), session)
+
+
+def _prepend(step: str, job: Steps) -> Steps:
+    yield step
+    yield from job
+
+
+@dataclass(frozen=True)
+class RaceOutcome:
+    """How one engine settled two consumers inserting the same message ID at once."""
+
+    engine: str
+    a_then: str
+    b_waited_at: str
+    b_wait_seconds: float
+    b_inserted: bool
+    failed: str
+    error: str
+    retry: str
+    total_charged: int
+
+
+def race(
+    database: SqlPayments,
+    *,
+    first_commits: bool = True,
+    hold_seconds: float = 0.3,
+    handler: Handler | None = None,
+    message: Message = RUNNING_EXAMPLE,
+) -> RaceOutcome:
+    """Consumer A inserts the ID and charges, then holds its transaction open for ``hold_seconds``.
+
+    Meanwhile consumer B, in its own thread, runs the whole handler for the same
+    message. Then A commits (or, with ``first_commits=False``, dies and is rolled
+    back). A delivery that failed is given back and delivered once more, as the
+    broker would, to show that the losing delivery does not lose the message.
+    """
+    handler = handler or InboxHandler()
+    clock = VirtualClock()
+    broker = Broker(clock, Trace(clock))
+    broker.publish(message)
+    a_delivery = broker.receive("consumer A")
+    clock.advance(broker.visibility_timeout)  # A is slow: its lease runs out and B gets the message
+    b_delivery = broker.receive("consumer B")
+    assert a_delivery is not None and b_delivery is not None
+
+    a_session, b_session = database.session(), database.session()
+    a, b = _Timed(), _Timed()
+    a_job = handler.run(_context(a_delivery, a_session, broker))
+    paused = a.drive(a_job, a_session, until="commit")
+    rival = threading.Thread(target=lambda: b.drive(handler.run(_context(b_delivery, b_session, broker)), b_session))
+    rival.start()
+    time.sleep(hold_seconds)
+    if first_commits and paused is not None:
+        a.resume(a_job, a_session, paused)
+    else:
+        a_job.close()
+        a_session.rollback()  # what the engine does when A's connection dies
+    rival.join(timeout=hold_seconds + 30)
+
+    losers = [(name, timed, delivery) for name, timed, delivery in (("A", a, a_delivery), ("B", b, b_delivery))
+              if timed.failed_at is not None]
+    retry = "not needed"
+    for _, timed, delivery in losers:
+        broker.release(delivery, timed.error or "")
+        again = broker.receive("consumer B")
+        if again is None:
+            retry = "none: the winner had acked the message"
+        else:
+            notes: list[str] = []
+            retry_session = database.session()
+            _Timed().drive(handler.run(_context(again, retry_session, broker, notes)), retry_session)
+            retry = "duplicate skipped" if "duplicate skipped" in notes else "charged"
+    slowest_step, slowest = max(b.steps, key=lambda step: step[1], default=("", 0.0))
+    waited = slowest >= hold_seconds / 2
+    return RaceOutcome(
+        engine=database.engine,
+        a_then="commits" if first_commits else "rolls back",
+        b_waited_at=slowest_step if waited else "did not wait",
+        b_wait_seconds=round(slowest, 1) if waited else 0.0,
+        b_inserted=any(step == "charge" for step, _ in b.steps),
+        failed=", ".join(f"{name} at {timed.failed_at}" for name, timed, _ in losers) or "nobody",
+        error="; ".join((timed.error or "").split("\n")[0] for _, timed, _ in losers),
+        retry=retry,
+        total_charged=database.total_charged(),
+    )
+
+
+def _context(delivery: Delivery, session: PaymentsSession, broker: Broker, notes: list[str] | None = None) -> Context:
+    return Context(delivery, session, ack=lambda: broker.ack(delivery),
+                   note=(notes.append if notes is not None else lambda event: None))
+
+
+def with_duplicates(messages: list[Message], *, every: int = 3) -> list[Message]:
+    """The stream with every ``every``-th message published twice in a row, as a retrying producer would."""
+    doubled: list[Message] = []
+    for position, message in enumerate(messages):
+        doubled.append(message)
+        if position % every == 0:
+            doubled.append(message)
+    return doubled
+
+
+@dataclass(frozen=True)
+class StressResult:
+    """What several real consumers did to a stream with duplicates."""
+
+    engine: str
+    consumers: int
+    published: int
+    distinct: int
+    total_charged: int
+    expected_total: int
+    messages_charged_twice: int
+    messages_never_charged: int
+    dead_lettered: int
+    conflicts: int
+    seconds: float
+
+
+def stress(
+    database: SqlPayments,
+    messages: list[Message],
+    *,
+    consumers: int = 4,
+    handler: Handler | None = None,
+    max_deliveries: int = 50,
+) -> StressResult:
+    """Several consumer threads work one queue of ``messages`` on ``database`` until it is empty.
+
+    Every write conflict, busy database or lock timeout gives the message back to
+    the broker, which delivers it again, so nothing is lost on the way.
+    """
+    handler = handler or InboxHandler()
+    clock = VirtualClock()
+    broker = Broker(clock, Trace(clock), max_deliveries=max_deliveries)
+    for message in messages:
+        broker.publish(message)
+    lock = threading.Lock()
+    conflicts = [0]
+
+    def work(name: str) -> None:
+        session = database.session()
+        while True:
+            with lock:
+                if broker.is_empty:
+                    return
+                delivery = broker.receive(name)
+            if delivery is None:
+                time.sleep(0.001)  # rivals hold the rest; look again shortly
+                continue
+
+            def ack(delivery: Delivery = delivery) -> None:
+                with lock:
+                    broker.ack(delivery)
+
+            context = Context(delivery, session, ack=ack, note=lambda event: None)
+            try:
+                for _ in handler.run(context):
+                    pass
+            except (WriteConflict, BadMessage) as error:
+                session.rollback()
+                with lock:
+                    conflicts[0] += 1
+                    broker.release(delivery, str(error))
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=work, args=(f"consumer {chr(65 + i)}",)) for i in range(consumers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+
+    charges = database.payments()["message_id"].value_counts()
+    distinct = {m.message_id: m.body["amount"] for m in messages}
+    counts = [int(charges.get(message_id, 0)) for message_id in distinct]
+    return StressResult(
+        engine=database.engine,
+        consumers=consumers,
+        published=len(messages),
+        distinct=len(distinct),
+        total_charged=database.total_charged(),
+        expected_total=sum(distinct.values()),
+        messages_charged_twice=sum(count > 1 for count in counts),
+        messages_never_charged=sum(count == 0 for count in counts),
+        dead_lettered=len(broker.dead_letters),
+        conflicts=conflicts[0],
+        seconds=seconds,
+    )
+
+
+def race_engines() -> tuple[dict[str, Callable[[], SqlPayments]], str]:
+    """The engines a race can run on here, and a note on any that cannot.
+
+    DuckDB and SQLite are always there; PostgreSQL when a server answers. Where
+    servers are required (``IDEMLIB_REQUIRE_SERVERS=1``, as in CI), a missing one
+    raises instead of being skipped.
+    """
+    engines: dict[str, Callable[[], SqlPayments]] = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}
+    reason = postgres_unavailable()
+    if reason is None:
+        engines["PostgreSQL"] = PostgresPayments
+        return engines, "PostgreSQL server found: all three engines are real."
+    if require_servers():
+        raise RuntimeError(reason)
+    return engines, f"Skipping PostgreSQL. {reason}"

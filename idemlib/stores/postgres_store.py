@@ -1,0 +1,76 @@
+"""PostgreSQL: a real server, found through ``IDEMLIB_POSTGRES_URL``."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import weakref
+
+import psycopg
+from psycopg import errors
+
+from idemlib.stores.sql import Cursor, SqlPayments
+
+DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:5432/idemlib"
+HOW_TO_START = (
+    "Start one with `sudo .ci/start-postgres` (Debian or Ubuntu: installs and starts PostgreSQL on 127.0.0.1:5432), "
+    "or point IDEMLIB_POSTGRES_URL at a server of your own."
+)
+_runs = itertools.count(1)
+
+
+def postgres_url() -> str:
+    """Where the course looks for PostgreSQL: ``IDEMLIB_POSTGRES_URL``, or a local default."""
+    return os.environ.get("IDEMLIB_POSTGRES_URL", DEFAULT_URL)
+
+
+def postgres_unavailable() -> str | None:
+    """None when a PostgreSQL server answers at :func:`postgres_url`; otherwise why not, and how to start one."""
+    try:
+        with psycopg.connect(postgres_url(), connect_timeout=3):
+            return None
+    except Exception as error:  # noqa: BLE001 - any failure to connect means the same thing here
+        return f"PostgreSQL is not reachable at {postgres_url()} ({type(error).__name__}). {HOW_TO_START}"
+
+
+def require_servers() -> bool:
+    """Whether a missing server is an error rather than a skip (CI sets ``IDEMLIB_REQUIRE_SERVERS=1``)."""
+    return os.environ.get("IDEMLIB_REQUIRE_SERVERS", "") not in ("", "0")
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=3) as connection:
+            connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    except psycopg.Error:
+        pass  # the server went away; nothing of ours is left to drop
+
+
+class PostgresPayments(SqlPayments):
+    """A payments database on a PostgreSQL server, in a schema of its own that is dropped with it.
+
+    PostgreSQL settles a race with a lock: a second ``INSERT ... ON CONFLICT DO
+    NOTHING`` of the same ID waits for the first transaction. If that one commits,
+    the second writes zero rows; if it rolls back, the second writes its row.
+    """
+
+    engine = "PostgreSQL"
+    placeholder = "%s"
+    conflict_errors = (errors.UniqueViolation, errors.SerializationFailure, errors.LockNotAvailable)
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or postgres_url()
+        self.schema = f"idemlib_run_{os.getpid()}_{next(_runs)}"
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            connection.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+            connection.execute(f"CREATE SCHEMA {self.schema}")
+        weakref.finalize(self, _drop_schema, self.url, self.schema)
+        self._create_schema()
+
+    def connect(self) -> Cursor:
+        # Autocommit: the session's own BEGIN and COMMIT decide. The lock timeout is a
+        # safety net, so a race that can never be settled fails instead of hanging.
+        connection = psycopg.connect(
+            self.url, autocommit=True, options=f"-c search_path={self.schema} -c lock_timeout=10s"
+        )
+        return connection.cursor()

@@ -1,0 +1,31 @@
+"""Shared fixtures: the engines, with PostgreSQL skipped locally when no server runs, but never in CI."""
+
+from __future__ import annotations
+
+import pytest
+
+from idemlib.stores import DuckDBPayments, PostgresPayments, SQLitePayments, postgres_unavailable, require_servers
+
+
+def need_postgres() -> None:
+    """Skip with instructions when no PostgreSQL answers; fail instead where servers are required (CI)."""
+    reason = postgres_unavailable()
+    if reason is not None:
+        if require_servers():
+            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def postgres() -> PostgresPayments:
+    need_postgres()
+    return PostgresPayments()
+
+
+@pytest.fixture(params=["DuckDB", "SQLite", "PostgreSQL"])
+def engine(request):
+    """A fresh payments database on each engine in turn."""
+    if request.param == "PostgreSQL":
+        need_postgres()
+        return PostgresPayments()
+    return {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}[request.param]()

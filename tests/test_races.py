@@ -1,0 +1,100 @@
+"""Races settled by real engines, in real threads, with the same handler code."""
+
+import pytest
+
+from idemlib.explore import interleavings
+from idemlib.handlers import InboxHandler, NaiveHandler, WorkFirstHandler
+from idemlib.messages import payment_stream
+from idemlib.races import race, race_engines, stress, with_duplicates
+from idemlib.stores import DuckDBPayments, SQLitePayments, WriteConflict
+
+
+def test_every_engine_charges_once_whether_the_first_consumer_commits_or_rolls_back(engine):
+    for first_commits in (True, False):
+        engine.empty()
+        outcome = race(engine, first_commits=first_commits, hold_seconds=0.2)
+        assert outcome.total_charged == 40
+        assert outcome.b_inserted is (not first_commits or engine.engine == "DuckDB")
+
+
+def test_duckdb_never_waits_and_fails_whoever_commits_second():
+    outcome = race(DuckDBPayments(), hold_seconds=0.2)
+    assert outcome.b_waited_at == "did not wait"
+    assert outcome.failed == "A at commit"
+    assert "TransactionException" in outcome.error and "m-7f3" in outcome.error
+
+
+def test_sqlite_makes_the_second_writer_wait_at_begin_immediate():
+    outcome = race(SQLitePayments(), hold_seconds=0.3)
+    assert outcome.b_waited_at == "begin"
+    assert outcome.b_wait_seconds >= 0.2
+    assert outcome.failed == "nobody" and not outcome.b_inserted
+
+
+def test_sqlite_without_a_busy_timeout_fails_the_second_writer_at_once_and_keeps_the_money_right():
+    outcome = race(SQLitePayments(busy_timeout=0), hold_seconds=0.2)
+    assert outcome.failed == "B at begin"
+    assert "database is locked" in outcome.error
+    assert outcome.total_charged == 40
+
+
+def test_a_busy_sqlite_write_is_reported_as_a_write_conflict():
+    db = SQLitePayments(busy_timeout=0)
+    holder, other = db.session(), db.session()
+    holder.begin()
+    with pytest.raises(WriteConflict, match="locked"):
+        other.begin()
+    assert not other.in_transaction
+
+
+def test_postgres_makes_the_second_insert_wait_for_the_first_transaction(postgres):
+    committed = race(postgres, first_commits=True, hold_seconds=0.3)
+    assert committed.b_waited_at == "record id" and committed.b_wait_seconds >= 0.2
+    assert not committed.b_inserted and committed.failed == "nobody"
+    postgres.empty()
+    rolled_back = race(postgres, first_commits=False, hold_seconds=0.3)
+    assert rolled_back.b_waited_at == "record id" and rolled_back.b_inserted
+    assert rolled_back.total_charged == 40
+
+
+def test_under_load_every_engine_charges_each_payment_exactly_once(engine):
+    load = with_duplicates(payment_stream(2000))  # 2,667 messages, a third of the payments twice
+    result = stress(engine, load, consumers=4)
+    assert (result.published, result.distinct) == (2667, 2000)
+    assert result.total_charged == result.expected_total
+    assert result.messages_charged_twice == result.messages_never_charged == result.dead_lettered == 0
+
+
+def test_the_naive_consumer_under_the_same_load_charges_the_duplicates():
+    result = stress(DuckDBPayments(), with_duplicates(payment_stream(300)), consumers=3, handler=NaiveHandler())
+    assert result.messages_charged_twice == 100
+    assert result.total_charged > result.expected_total
+
+
+@pytest.mark.parametrize(
+    ("handler", "twice", "lost"),
+    [(NaiveHandler(), "all", 0), (WorkFirstHandler(), "some", 0), (InboxHandler(), "none", 0)],
+)
+def test_every_interleaving_of_two_consumers(handler, twice, lost):
+    table = interleavings(handler)
+    assert table["interleaving"].is_unique
+    charged_twice = (table["outcome"] == "charged twice").sum()
+    assert (table["outcome"] == "charge lost").sum() == lost
+    assert {"all": charged_twice == len(table), "some": 0 < charged_twice < len(table), "none": charged_twice == 0}[twice]
+
+
+def test_the_inbox_interleavings_include_the_conflicts_duckdb_raises():
+    table = interleavings(InboxHandler())
+    assert table["conflicts"].sum() > 0
+    assert (table[table["conflicts"] > 0]["outcome"] == "charged once").all()
+
+
+def test_race_engines_lists_duckdb_and_sqlite_always(monkeypatch):
+    monkeypatch.setenv("IDEMLIB_POSTGRES_URL", "postgresql://nobody:wrong@127.0.0.1:1/none")
+    monkeypatch.delenv("IDEMLIB_REQUIRE_SERVERS", raising=False)
+    engines, note = race_engines()
+    assert list(engines) == ["DuckDB", "SQLite"]
+    assert "start-postgres" in note
+    monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", "1")
+    with pytest.raises(RuntimeError, match="IDEMLIB_POSTGRES_URL"):
+        race_engines()
