@@ -8,8 +8,10 @@ STAMP  := $(VENV)/.installed
 # The venv's own kernel spec comes first, so notebooks never run on another Python.
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 export MPLBACKEND := Agg
+# JupyterLab refuses to start as root unless told; containers and CI often are root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test bench clean
+.PHONY: lab test bench html student clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(f"The course needs Python 3.11 or newer; $(PYTHON) is {v.major}.{v.minor}. Run: make PYTHON=python3.11 ...") if v < (3, 11) else None'
@@ -19,10 +21,16 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb $(LAB_ARGS)
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb $(ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+html: $(STAMP)
+	$(BIN)/python -m idemlib.publish html build/html
+
+student: $(STAMP)
+	$(BIN)/python -m idemlib.publish student build/student
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_overhead.py

@@ -29,3 +29,19 @@ def engine(request):
         need_postgres()
         return PostgresPayments()
     return {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}[request.param]()
+
+
+_executed: dict = {}
+
+
+@pytest.fixture(scope="session")
+def executed_lesson():
+    """Execute a lesson once per test session, however many tests read its outputs."""
+    from idemlib.publish import execute
+
+    def run(path):
+        if path not in _executed:
+            _executed[path] = execute(path)
+        return _executed[path]
+
+    return run

@@ -43,3 +43,13 @@ def test_a_lesson_draws_a_figure_and_ends_with_a_summary_and_the_way_on(path):
     following = NOTEBOOKS[NOTEBOOKS.index(path) + 1].name if path != NOTEBOOKS[-1] else None
     if following:
         assert f"({following})" in last.source, f"the summary should link on to {following}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_dollar_amounts_in_prose_are_escaped_so_they_do_not_render_as_math(path):
+    # JupyterLab typesets $...$ in rendered markdown as maths, so "$80 for a $40 order" loses its
+    # dollars. MathJax honours \$ in the rendered text, and markdown eats one backslash: write \\$.
+    for cell in cells(path):
+        if cell.cell_type == "markdown":
+            stripped = re.sub(r"`[^`]*`", "", cell.source)
+            assert not re.search(r"(?<!\\\\)\$\d", stripped), f"write \\\\$ for a dollar amount: {cell.source[:120]}"

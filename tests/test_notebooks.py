@@ -7,26 +7,14 @@ the only errors are in cells tagged ``raises-exception``.
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
-
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+from idemlib.publish import lesson_paths
 
 
-@pytest.fixture(scope="module", params=NOTEBOOKS, ids=lambda path: path.stem)
-def executed(request):
-    notebook = nbformat.read(request.param, as_version=4)
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    started = time.perf_counter()
-    NotebookClient(notebook, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(request.param.parent)}}).execute()
-    print(f"{request.param.name}: {time.perf_counter() - started:.1f} s")
-    return notebook
+@pytest.fixture(params=lesson_paths(), ids=lambda path: path.stem)
+def executed(request, executed_lesson):
+    return executed_lesson(request.param)
 
 
 def outputs(notebook, kind=None):
@@ -35,6 +23,11 @@ def outputs(notebook, kind=None):
             for output in cell.get("outputs", []):
                 if kind is None or output.output_type == kind:
                     yield cell, output
+
+
+def verdicts(notebook):
+    return [o["data"]["text/plain"] for _, o in outputs(notebook, "execute_result")
+            if "idemlib-feedback" in o.get("data", {}).get("text/html", "")]
 
 
 def test_only_cells_tagged_raises_exception_raise(executed):
@@ -47,10 +40,9 @@ def test_only_cells_tagged_raises_exception_raise(executed):
 
 
 def test_every_exercise_check_passes_with_the_solution(executed):
-    verdicts = [o["data"]["text/plain"] for _, o in outputs(executed, "execute_result")
-                if "text/html" in o.get("data", {}) and "idemlib-feedback" in o["data"]["text/html"]]
-    assert verdicts, "a lesson needs at least one exercise check"
-    assert all(v.startswith("✓ Correct") for v in verdicts), verdicts
+    found = verdicts(executed)
+    assert found, "a lesson needs at least one exercise check"
+    assert all(v.startswith("✓ Correct") for v in found), found
 
 
 def test_every_lesson_draws_a_figure(executed):

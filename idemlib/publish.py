@@ -1,0 +1,177 @@
+"""Publishing the course: a static HTML site for readers, and student copies for a classroom.
+
+Solutions are written once, in cells tagged ``solution``. The site folds them
+into a ``<details>`` a reader opens on purpose; a student copy replaces each one
+with a blank to fill in, so its check says *Not answered yet* until the student
+answers. Run as ``python -m idemlib.publish html|student [folder]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import html
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+from nbformat import NotebookNode
+from traitlets.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "notebooks"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+STUB_NOTE = "# Your answer: replace ... below, run this cell, then run the check underneath."
+
+
+def lesson_paths(folder: Path = LESSONS) -> list[Path]:
+    """The lessons in course order (``NN_slug.ipynb``)."""
+    return sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def execute(path: Path, timeout: int = 180) -> NotebookNode:
+    """Run a lesson top to bottom on a fresh kernel, in its own folder, and return it with its outputs."""
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return notebook
+
+
+def title_of(notebook: NotebookNode) -> str:
+    """The lesson's title: its first level-one heading (``00 · Start here``)."""
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and (found := re.search(r"^# (.+)$", cell.source, re.MULTILINE)):
+            return found.group(1).strip()
+    raise ValueError("a lesson needs a '# NN · title' heading")
+
+
+def first_goal(notebook: NotebookNode) -> str:
+    """The lesson's first learning goal, which the site's index shows as its one-line description."""
+    found = re.search(r"you will\*\*\s*\n\s*\n- (.+)", notebook.cells[0].source)
+    return found.group(1).rstrip(";.") if found else ""
+
+
+def answer_names(solution: str, check: str) -> list[str]:
+    """The names a solution assigns that the following check reads: what a student must fill in."""
+    assigned = {target.id for node in ast.parse(solution).body if isinstance(node, ast.Assign)
+                for target in node.targets if isinstance(target, ast.Name)}
+    read = [node.id for node in ast.walk(ast.parse(check)) if isinstance(node, ast.Name)]
+    return [name for name in dict.fromkeys(read) if name in assigned]
+
+
+def student_copy(notebook: NotebookNode) -> NotebookNode:
+    """The lesson with every solution replaced by a blank (``name = ...``) and all outputs cleared."""
+    copied = copy.deepcopy(notebook)
+    for position, cell in enumerate(copied.cells):
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        if "solution" not in cell.metadata.get("tags", []):
+            continue
+        following = copied.cells[position + 1].source if position + 1 < len(copied.cells) else ""
+        names = answer_names(cell.source, following)
+        if not names:
+            raise ValueError(f"the solution cell {cell.source[:60]!r} assigns nothing its check reads")
+        cell.source = "\n".join([STUB_NOTE, *(f"{name} = ..." for name in names)])
+        cell.metadata["tags"] = [tag for tag in cell.metadata["tags"] if tag != "solution"] + ["answer"]
+    return copied
+
+
+def build_student(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:
+    """Write a student copy of every lesson into ``out``; returns the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in lessons or lesson_paths():
+        target = out / path.name
+        nbformat.write(student_copy(nbformat.read(path, as_version=4)), target)
+        written.append(target)
+    return written
+
+
+def _exporter() -> HTMLExporter:
+    config = Config()
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_input_tags = {"hide-input"}
+    config.TagRemovePreprocessor.remove_cell_tags = {"remove-cell"}
+    # With no kernel behind the page, a widget's own static HTML (the storyboard) is
+    # what a reader should see, not the empty box of a widget without saved state.
+    config.NbConvertBase.display_data_priority = [
+        "text/html", "application/vnd.jupyter.widget-view+json", "image/svg+xml", "image/png", "image/jpeg",
+        "text/markdown", "text/plain",
+    ]
+    exporter = HTMLExporter(config=config, template_name="course", extra_template_basedirs=[str(TEMPLATES)])
+    exporter.exclude_anchor_links = True
+    return exporter
+
+
+def _nav(pages: list[tuple[str, str]], index: int) -> str:
+    links = ['<a href="index.html">contents</a>']
+    if index > 0:
+        links.insert(0, f'<a href="{pages[index - 1][0]}">← {html.escape(pages[index - 1][1])}</a>')
+    if index + 1 < len(pages):
+        links.append(f'<a href="{pages[index + 1][0]}">{html.escape(pages[index + 1][1])} →</a>')
+    return f'<nav class="course">{"".join(links)}</nav>'
+
+
+def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
+    """Write executed lessons as a static site in ``out``: an index and one page each, linked in order."""
+    out.mkdir(parents=True, exist_ok=True)
+    exporter = _exporter()
+    ordered = sorted(executed.items())
+    pages = [(path.with_suffix(".html").name, title_of(notebook)) for path, notebook in ordered]
+    written = []
+    for index, (path, notebook) in enumerate(ordered):
+        page = copy.deepcopy(notebook)
+        section = pages[index][1]
+        for cell in page.cells:
+            if cell.cell_type == "markdown":  # a lesson links to lessons; the site links to pages
+                cell.source = re.sub(r"\((\d\d_[\w]+)\.ipynb\)", r"(\1.html)", cell.source)
+                # \\$ keeps JupyterLab's MathJax off a dollar amount; the site loads no MathJax.
+                cell.source = cell.source.replace("\\\\$", "&#36;")
+                if heading := re.search(r"^##+ (.+)$", cell.source, re.MULTILINE):
+                    section = heading.group(1)
+            for output in cell.get("outputs", []):
+                if "image/png" in output.get("data", {}):
+                    output.setdefault("metadata", {})["alt"] = f"Figure in '{section}', {pages[index][1]}"
+        body, _ = exporter.from_notebook_node(page, resources={"course_nav": _nav(pages, index)})
+        target = out / pages[index][0]
+        target.write_text(body, encoding="utf-8")
+        written.append(target)
+    items = "".join(
+        f'<li><a href="{name}">{html.escape(title)}</a>: {html.escape(first_goal(notebook))}</li>'
+        for (name, title), (_, notebook) in zip(pages, ordered)
+    )
+    index_page = out / "index.html"
+    index_page.write_text(
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>The Idempotent Consumer</title>'
+        '<link rel="icon" href="data:,">'
+        '<style>body{font-family:sans-serif;max-width:800px;margin:2em auto;padding:0 1em;line-height:1.5}</style>'
+        "</head><body><h1>The Idempotent Consumer, taught by breaking one</h1>"
+        "<p>An executable course on the Inbox pattern and the Idempotency-Key header. Each page is a lesson, "
+        "run top to bottom; solutions are folded until you open them.</p>"
+        f"<ol start=\"0\">{items}</ol></body></html>",
+        encoding="utf-8",
+    )
+    return [index_page, *written]
+
+
+def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:
+    """Execute every lesson and write the static site into ``out``."""
+    return render_site({path: execute(path) for path in lessons or lesson_paths()}, out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m idemlib.publish", description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["html", "student"], help="the static site, or student copies")
+    parser.add_argument("out", nargs="?", type=Path, help="where to write (default: build/html or build/student)")
+    args = parser.parse_args(argv)
+    out = args.out or ROOT / "build" / args.what
+    written = build_html(out) if args.what == "html" else build_student(out)
+    print(f"wrote {len(written)} files to {out}")
+
+
+if __name__ == "__main__":
+    main()

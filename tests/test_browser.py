@@ -1,0 +1,177 @@
+"""The course as people see it: the built site and JupyterLab, in headless Chromium.
+
+Needs Debian's ``chromium`` (``/usr/bin/chromium``) and the ``playwright`` package,
+which drives it without downloading a browser of its own. Skipped with a message
+where Chromium is missing; where servers are required (CI), that is a failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from idemlib.publish import lesson_paths, render_site
+from idemlib.stores import require_servers
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+LESSON_01 = "01_why_duplicates_arrive.ipynb"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        message = "Chromium is not installed: `sudo apt-get install chromium` (Debian) to run the browser tests."
+        if require_servers():
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        yield browser
+        browser.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def site_url(tmp_path_factory, executed_lesson):
+    out = tmp_path_factory.mktemp("site")
+    render_site({path: executed_lesson(path) for path in lesson_paths()}, out)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def open_page(browser, url):
+    page = browser.new_page()
+    problems: list[str] = []
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("requestfailed", lambda request: problems.append(f"failed to load {request.url}"))
+    page.goto(url, wait_until="load")
+    return page, problems
+
+
+def test_every_page_of_the_site_loads_cleanly_with_its_images_and_folded_solutions(browser, site_url):
+    index, problems = open_page(browser, f"{site_url}/index.html")
+    pages = index.eval_on_selector_all("a", "links => links.map(a => a.getAttribute('href'))")
+    assert pages == [path.with_suffix(".html").name for path in lesson_paths()]
+    for name in pages:
+        page, page_problems = open_page(browser, f"{site_url}/{name}")
+        images = page.evaluate("[...document.images].map(i => i.complete && i.naturalWidth > 0)")
+        assert images and all(images), f"{name}: an image did not load"
+        folded = page.evaluate("[...document.querySelectorAll('details.solution')].map(d => d.open)")
+        assert folded and not any(folded), f"{name}: solutions must start folded"
+        page.click("details.solution > summary")
+        assert page.evaluate("document.querySelector('details.solution').open")
+        problems += [f"{name}: {problem}" for problem in page_problems]
+        page.close()
+    assert problems == []
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    lessons, settings = tmp_path / "lessons", tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
+    lessons.mkdir()
+    settings.mkdir(parents=True)
+    shutil.copy(lesson_paths()[1].parent / LESSON_01, lessons / LESSON_01)
+    # Render every cell, not only those in view, so the whole notebook's outputs are in the page.
+    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
+    port, token = free_port(), "course-smoke-test"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={lessons}",
+         f"--LabApp.user_settings_dir={tmp_path / 'settings'}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail("JupyterLab did not start within 60 s")
+            time.sleep(0.5)
+    yield f"{base}/lab/tree/{LESSON_01}?token={token}"
+    server.terminate()
+    server.wait(timeout=20)
+
+
+def test_lesson_01_runs_in_jupyterlab_and_its_step_through_moves(browser, jupyterlab, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        run_lesson_01(page, jupyterlab)
+    except Exception:
+        page.screenshot(path=str(tmp_path / "jupyterlab-failure.png"), full_page=True)
+        print(f"screenshot of the failure: {tmp_path / 'jupyterlab-failure.png'}")
+        raise
+    finally:
+        page.close()
+
+
+def run_lesson_01(page, url):
+    page.goto(url)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    for _ in range(3):  # an early click can reach a kernel that is not connected yet: try again
+        page.get_by_role("menuitem", name="Run").click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            page.wait_for_function(
+                "() => /\\[(\\d+|\\*)\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
+                timeout=15_000,
+            )
+            break
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError; nothing ran
+            continue
+    page.wait_for_function(
+        """() => {
+            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+        }""",
+        timeout=180_000,
+    )
+    # The course has no maths: anything typeset as maths is a dollar amount that lost its escape.
+    assert page.locator(".jp-MarkdownOutput mjx-container").count() == 0
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    assert errors.count() == 0, errors.first.inner_text() if errors.count() else ""
+    view = page.locator(".widget-html-content", has_text="event 1 of").first
+    view.wait_for(state="attached", timeout=30_000)
+    view.scroll_into_view_if_needed()
+    assert "is published and waits on the queue" in view.inner_text()
+    handle = page.locator(".widget-slider .noUi-handle").first
+    handle.scroll_into_view_if_needed()
+    handle.focus()
+    handle.press("ArrowRight")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.widget-html-content')].some(v => v.textContent.includes('event 2 of'))",
+        timeout=10_000,
+    )
+    moved = page.locator(".widget-html-content", has_text="event 2 of").first.inner_text()
+    assert "delivers m-7f3 to consumer A" in moved
