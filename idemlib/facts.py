@@ -27,3 +27,19 @@ def fact(name: str) -> str:
         raise KeyError(f"no fact named {name!r} in {FACTS_FILE.name}; add a row with its value, unit and source")
     row = facts.loc[name]
     return f"{row['value']} {row['unit']}"
+
+
+SECONDS_PER = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
+
+
+def fact_seconds(name: str) -> float:
+    """A duration fact in seconds (``fact_seconds("stripe_v1_key_min_age")`` gives 86400.0)."""
+    row = load_facts().loc[name]
+    if row["unit"] not in SECONDS_PER:
+        raise ValueError(f"fact {name!r} is in {row['unit']!r}, not a duration")
+    return float(row["value"]) * SECONDS_PER[row["unit"]]
+
+
+def fact_number(name: str) -> int:
+    """A fact that is a whole number, such as an HTTP status (``fact_number("ietf_in_progress_status")`` gives 409)."""
+    return int(load_facts().loc[name]["value"])

@@ -43,17 +43,30 @@ class LostAck:
 
 
 @dataclass(frozen=True)
+class LostResponse:
+    """The provider does the work for the given delivery, but its answer never reaches the consumer."""
+
+    delivery: int = 1
+    message_id: str | None = None
+
+    def matches(self, message_id: str, delivery: int) -> bool:
+        return self.delivery == delivery and self.message_id in (None, message_id)
+
+
+@dataclass(frozen=True)
 class FaultPlan:
-    """The faults of one run: named crashes and lost acks, plus random ones at given rates."""
+    """The faults of one run: named crashes, lost acks and lost responses, plus random ones at given rates."""
 
     crashes: Sequence[Crash] = ()
     lost_acks: Sequence[LostAck] = ()
     ack_loss_rate: float = 0.0
     crash_rate: float = 0.0
     seed: int = 0
+    lost_responses: Sequence[LostResponse] = ()
+    response_loss_rate: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("ack_loss_rate", "crash_rate"):
+        for name in ("ack_loss_rate", "crash_rate", "response_loss_rate"):
             rate = getattr(self, name)
             if not 0.0 <= rate < 1.0:
                 raise ValueError(f"{name} must be at least 0 and below 1 (a rate of 1 never lets a message through), got {rate}")
@@ -69,6 +82,12 @@ class FaultPlan:
         if any(lost.matches(message_id, delivery) for lost in self.lost_acks):
             return True
         return self._draw("ack", message_id, delivery) < self.ack_loss_rate
+
+    def loses_response(self, message_id: str, delivery: int) -> bool:
+        """Whether the provider's answer to this delivery's call is lost on its way back."""
+        if any(lost.matches(message_id, delivery) for lost in self.lost_responses):
+            return True
+        return self._draw("response", message_id, delivery) < self.response_loss_rate
 
     def _draw(self, kind: str, message_id: str, delivery: int, step: str = "") -> float:
         # A fresh generator per (seed, fault, message, delivery, step): the draw does

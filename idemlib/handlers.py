@@ -15,18 +15,32 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from idemlib.broker import Delivery
-from idemlib.messages import parse_charge
+from idemlib.messages import Charge, parse_charge
+from idemlib.provider import Response
 from idemlib.stores import PaymentsSession
+
+
+class ProviderError(Exception):
+    """The payment provider's call did not give a usable answer; the delivery is given back and retried."""
+
+
+class ResponseLost(ProviderError):
+    """The call reached the provider, which may have charged, but no answer came back (a timeout)."""
+
+
+def _no_provider(key: str | None, charge: Charge) -> Response:
+    raise RuntimeError("this run has no payment provider: pass provider=PaymentProvider() to simulate()")
 
 
 @dataclass
 class Context:
-    """What a handler works with for one delivery: its database session and its way to ack."""
+    """What a handler works with for one delivery: its database session, its ack and the provider."""
 
     delivery: Delivery
     db: PaymentsSession
     ack: Callable[[], None]
     note: Callable[[str], None]
+    call_provider: Callable[[str | None, Charge], Response] = _no_provider
 
     @property
     def message_id(self) -> str:
@@ -166,7 +180,57 @@ class AckFirstHandler(InboxHandler):
 
 
 def _without_ack(ctx: Context) -> Context:
-    return Context(ctx.delivery, ctx.db, ack=lambda: None, note=ctx.note)
+    return Context(ctx.delivery, ctx.db, ack=lambda: None, note=ctx.note, call_provider=ctx.call_provider)
+
+
+class ProviderHandler(Handler):
+    """The inbox consumer that also charges the card through an external payment provider.
+
+    ``call`` says where the call sits: ``"inside"`` the open transaction, after the
+    ID is recorded (a duplicate never calls, but the connection stays open for as long
+    as the provider takes), or ``"before"`` it (no connection held, but every
+    redelivery calls again). ``keyed`` sends ``<message ID>:charge`` as the
+    idempotency key, one key per call, the same on every retry.
+    """
+
+    def __init__(self, call: str = "inside", keyed: bool = True) -> None:
+        if call not in ("inside", "before"):
+            raise ValueError(f"call must be 'inside' or 'before' the transaction, not {call!r}")
+        self.call, self.keyed = call, keyed
+        self.name = f"call {call}, {'with' if keyed else 'no'} key"
+        self.summary = f"provider called {call} the transaction, {'with' if keyed else 'without'} an idempotency key"
+        local = ("begin", "record id", "charge", "commit", "ack")
+        self.steps = ("call provider", *local) if call == "before" else ("begin", "record id", "call provider", *local[2:])
+
+    def key_for(self, message_id: str) -> str | None:
+        """The idempotency key for this message's charge: derived from its ID, so every retry reuses it."""
+        return f"{message_id}:charge" if self.keyed else None
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        if self.call == "before":
+            yield "call provider"
+            self._pay(ctx, charge)
+        yield "begin"
+        ctx.db.begin()
+        yield "record id"
+        if ctx.db.record_message(ctx.message_id):
+            if self.call == "inside":
+                yield "call provider"
+                self._pay(ctx, charge)
+            yield "charge"
+            ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
+        else:
+            ctx.note("duplicate skipped")
+        yield "commit"
+        ctx.db.commit()
+        yield "ack"
+        ctx.ack()
+
+    def _pay(self, ctx: Context, charge: Charge) -> None:
+        response = ctx.call_provider(self.key_for(ctx.message_id), charge)
+        if not response.ok:
+            raise ProviderError(f"{ctx.message_id}: the provider answered {response.status}: {response.body.get('error')}")
 
 
 HANDLERS: tuple[Handler, ...] = (NaiveHandler(), IdFirstHandler(), WorkFirstHandler(), InboxHandler(), AckFirstHandler())

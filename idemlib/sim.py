@@ -17,8 +17,9 @@ import pandas as pd
 from idemlib.broker import Broker, DeadLetter, Delivery
 from idemlib.clock import VirtualClock
 from idemlib.faults import FaultPlan
-from idemlib.handlers import Context, Handler, Steps
-from idemlib.messages import BadMessage, Message
+from idemlib.handlers import Context, Handler, ProviderError, ResponseLost, Steps
+from idemlib.messages import BadMessage, Charge, Message
+from idemlib.provider import PaymentProvider, Response
 from idemlib.stores import DuckDBPayments, PaymentsDatabase, PaymentsSession, WriteConflict
 from idemlib.trace import Trace
 
@@ -28,6 +29,8 @@ STEP_EVENTS = {"commit": "committed", "charge": "charged"}
 """Steps whose completion the trace names by its effect; every other step is a plain ``step``."""
 
 OUTCOMES = ("charge lost", "charged once", "charged twice")
+FAILURE_EVENTS = {BadMessage: "rejected", WriteConflict: "conflict", ProviderError: "provider failed",
+                  ResponseLost: "response lost"}
 
 
 def outcome_of(charges: int) -> str:
@@ -55,6 +58,7 @@ class RunResult:
     payments: pd.DataFrame
     dead_letters: list[DeadLetter]
     duration: float
+    provider: PaymentProvider | None = None
 
     @property
     def total_charged(self) -> int:
@@ -92,6 +96,7 @@ def simulate(
     step_seconds: Mapping[str, float] | None = None,
     database: PaymentsDatabase | None = None,
     watch_total: bool = False,
+    provider: PaymentProvider | None = None,
 ) -> RunResult:
     """Publish ``messages``, let ``consumers`` copies of ``handler`` work the queue until it is empty.
 
@@ -100,12 +105,15 @@ def simulate(
     dead-letters a message after ``max_deliveries``. The database defaults to a
     fresh in-memory DuckDB. ``watch_total`` reads the committed total from the
     database after every event, for step-throughs (it costs a query per event).
+    A ``provider`` is put on the run's clock, so its keys age in simulated time.
     """
     messages = list(messages)
     faults = faults or FaultPlan()
     durations = dict(step_seconds or {})
     database = database or DuckDBPayments()
     clock = VirtualClock()
+    if provider is not None:
+        provider.clock = clock
     trace = Trace(clock, database.total_charged if watch_total else None)
     broker = Broker(clock, trace, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries)
     for message in messages:
@@ -125,7 +133,7 @@ def simulate(
             if broker.is_empty:
                 wake(worker, float("inf"))  # done: the last rival finishes its job
                 continue
-            if not _start(worker, handler, broker, faults, trace):
+            if not _start(worker, handler, broker, faults, trace, provider):
                 # Nothing to take now: sleep until a lease runs out or a rival moves.
                 others = [w.ready_at for w in workers if w is not worker and w.job is not None]
                 expiry = broker.next_lease_expiry()
@@ -136,10 +144,13 @@ def simulate(
 
     for worker in workers:
         worker.session.rollback()
-    return RunResult(messages, trace.to_frame(), database.payments(), list(broker.dead_letters), clock.now())
+    return RunResult(messages, trace.to_frame(), database.payments(), list(broker.dead_letters), clock.now(), provider)
 
 
-def _start(worker: _Consumer, handler: Handler, broker: Broker, faults: FaultPlan, trace: Trace) -> bool:
+def _start(
+    worker: _Consumer, handler: Handler, broker: Broker, faults: FaultPlan, trace: Trace,
+    provider: PaymentProvider | None = None,
+) -> bool:
     delivery = broker.receive(worker.name)
     if delivery is None:
         return False
@@ -153,8 +164,20 @@ def _start(worker: _Consumer, handler: Handler, broker: Broker, faults: FaultPla
     def note(event: str) -> None:
         trace.record(worker.name, event, delivery.message_id, delivery.count)
 
+    def call_provider(key: str | None, charge: Charge) -> Response:
+        assert provider is not None
+        response = provider.charge(key, order_id=charge.order_id, amount=charge.amount)
+        trace.record(worker.name, "provider answered", delivery.message_id, delivery.count,
+                     f"{response.status}{' (replayed)' if response.replayed else ''}")
+        if faults.loses_response(delivery.message_id, delivery.count):
+            raise ResponseLost(f"{delivery.message_id}: no answer from the provider (the call timed out)")
+        return response
+
+    context = Context(delivery, worker.session, ack, note)
+    if provider is not None:
+        context.call_provider = call_provider
     worker.delivery = delivery
-    worker.job = handler.run(Context(delivery, worker.session, ack, note))
+    worker.job = handler.run(context)
     worker.step = None
     return True
 
@@ -173,11 +196,11 @@ def _advance(worker: _Consumer, faults: FaultPlan, broker: Broker, trace: Trace,
 
     try:
         next_step = next(worker.job, None)
-    except (BadMessage, WriteConflict) as error:
+    except (BadMessage, WriteConflict, ProviderError) as error:
         # A live consumer that cannot finish gives the message back; the broker
         # retries it and dead-letters it after max_deliveries, so it is never lost.
         worker.session.rollback()
-        record("rejected" if isinstance(error, BadMessage) else "conflict", str(error))
+        record(FAILURE_EVENTS[type(error)], str(error))
         broker.release(delivery, str(error))
         _end(worker)
         return 0.0

@@ -1,0 +1,102 @@
+"""The payment provider's idempotency keys, in each of its three behaviours."""
+
+import pytest
+
+from idemlib.explore import RUNNING_EXAMPLE
+from idemlib.facts import fact_seconds
+from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
+from idemlib.handlers import ProviderHandler
+from idemlib.provider import PaymentProvider, behaviours
+from idemlib.sim import simulate
+
+CHARGE = {"order_id": 1042, "amount": 40}
+
+
+def provider(name="stripe-v1"):
+    return PaymentProvider(behaviours()[name])
+
+
+def test_the_same_key_returns_the_stored_result_and_charges_nothing_more():
+    p = provider()
+    first = p.charge("m-7f3:charge", **CHARGE)
+    again = p.charge("m-7f3:charge", **CHARGE)
+    assert (first.status, first.body["id"], first.replayed) == (200, "ch_81", False)
+    assert (again.body, again.replayed) == (first.body, True)
+    assert len(p.charges) == 1 and p.total_charged() == 40
+
+
+def test_without_a_key_every_call_charges():
+    p = provider()
+    p.charge(None, **CHARGE)
+    p.charge(None, **CHARGE)
+    assert p.total_charged() == 80
+
+
+def test_stripe_v1_replays_an_error_and_v2_runs_the_failed_request_again():
+    v1, v2 = provider("stripe-v1"), provider("stripe-v2")
+    for p in (v1, v2):
+        p.fail_next()
+        assert p.charge("k", **CHARGE).status == 503
+    replayed = v1.charge("k", **CHARGE)
+    assert (replayed.status, replayed.replayed, v1.charges) == (503, True, [])
+    rerun = v2.charge("k", **CHARGE)
+    assert (rerun.status, rerun.replayed, len(v2.charges)) == (200, False, 1)
+
+
+@pytest.mark.parametrize(("name", "status"), [("stripe-v1", 400), ("stripe-v2", 400), ("ietf-draft", 422)])
+def test_a_key_reused_with_other_parameters_is_rejected(name, status):
+    p = provider(name)
+    p.charge("k", **CHARGE)
+    refused = p.charge("k", order_id=1042, amount=80)
+    assert refused.status == status and "new key" in refused.body["error"]
+    assert p.total_charged() == 40
+
+
+def test_the_ietf_draft_refuses_a_missing_key_with_400_and_a_busy_key_with_409():
+    p = provider("ietf-draft")
+    assert p.charge(None, **CHARGE).status == 400
+    p.begin("k", **CHARGE)
+    assert p.charge("k", **CHARGE).status == 409
+    assert p.charges == []
+
+
+@pytest.mark.parametrize(("name", "fact"), [("stripe-v1", "stripe_v1_key_min_age"), ("stripe-v2", "stripe_v2_replay_window")])
+def test_a_key_is_forgotten_after_its_retention_and_the_repeat_charges_again(name, fact):
+    p = provider(name)
+    p.charge("k", **CHARGE)
+    p.clock.advance(fact_seconds(fact) - 1)
+    assert p.charge("k", **CHARGE).replayed
+    p.clock.advance(1)
+    assert not p.charge("k", **CHARGE).replayed
+    assert p.total_charged() == 80
+    assert fact_seconds("stripe_v1_key_min_age") == 24 * 3600 and fact_seconds("stripe_v2_replay_window") == 30 * 86400
+
+
+@pytest.mark.parametrize("call", ["inside", "before"])
+@pytest.mark.parametrize("fault", [FaultPlan(lost_responses=[LostResponse()]), FaultPlan(crashes=[Crash("commit")])])
+def test_a_key_derived_from_the_message_id_keeps_the_provider_at_one_charge(call, fault):
+    keyed, unkeyed = PaymentProvider(), PaymentProvider()
+    simulate(ProviderHandler(call, keyed=True), [RUNNING_EXAMPLE], faults=fault, provider=keyed)
+    simulate(ProviderHandler(call, keyed=False), [RUNNING_EXAMPLE], faults=fault, provider=unkeyed)
+    assert len(keyed.charges) == 1
+    assert len(unkeyed.charges) == 2
+
+
+def test_calling_before_the_transaction_repeats_the_call_on_a_lost_ack_and_inside_does_not():
+    lost_ack = FaultPlan(lost_acks=[LostAck()])
+    calls = {}
+    for call in ("inside", "before"):
+        result = simulate(ProviderHandler(call, keyed=False), [RUNNING_EXAMPLE], faults=lost_ack, provider=PaymentProvider())
+        calls[call] = len(result.events("provider answered"))
+        assert result.total_charged == 40
+    assert calls == {"inside": 1, "before": 2}
+
+
+def test_one_key_per_call_is_the_message_id_with_the_call_named():
+    assert ProviderHandler().key_for("m-7f3") == "m-7f3:charge"
+    assert ProviderHandler(keyed=False).key_for("m-7f3") is None
+
+
+def test_a_run_without_a_provider_says_how_to_give_it_one():
+    with pytest.raises(RuntimeError, match="provider=PaymentProvider"):
+        simulate(ProviderHandler(), [RUNNING_EXAMPLE])
