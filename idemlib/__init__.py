@@ -6,7 +6,7 @@ databases that keep the money. The lessons import what they need from here.
 """
 
 from idemlib.broker import Broker, DeadLetter, Delivery
-from idemlib.explore import RUNNING_EXAMPLE, ack_loss_sweep, crash_matrix
+from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, crash_matrix
 from idemlib.facts import fact, load_facts
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import (
@@ -26,6 +26,6 @@ from idemlib.stores import DuckDBPayments, WriteConflict
 __all__ = [
     "HANDLERS", "RUNNING_EXAMPLE", "AckFirstHandler", "BadMessage", "Broker", "Charge", "Crash", "DeadLetter",
     "Delivery", "DuckDBPayments", "FaultPlan", "Handler", "IdFirstHandler", "InboxHandler", "LostAck", "Message",
-    "NaiveHandler", "RunResult", "WorkFirstHandler", "WriteConflict", "ack_loss_sweep", "crash_matrix", "fact",
+    "NaiveHandler", "RunResult", "WorkFirstHandler", "WriteConflict", "fault_sweep", "crash_matrix", "fact",
     "handler_named", "load_facts", "parse_charge", "payment_stream", "simulate",
 ]

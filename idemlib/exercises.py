@@ -9,6 +9,8 @@ answered yet (``...`` is how a student copy leaves an answer blank).
 from __future__ import annotations
 
 import html
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +19,9 @@ import duckdb
 from idemlib.explore import RUNNING_EXAMPLE, crash_matrix, interleavings
 from idemlib.faults import FaultPlan
 from idemlib.handlers import NaiveHandler, WorkFirstHandler, handler_named
+from idemlib.http_api import ChargesApi, Client, serve
 from idemlib.messages import Message, payment_stream
+from idemlib.provider import PaymentProvider
 from idemlib.races import race
 from idemlib.sim import simulate
 from idemlib.stores import DuckDBPayments
@@ -173,5 +177,54 @@ def check_interleaving_count(answer: Any) -> Feedback:
     return _hint(f"Not {answer}. Count the rows of interleavings(WorkFirstHandler()) whose outcome is 'charged twice'.")
 
 
-__all__ = ["Feedback", "check_crash_point", "check_inbox_insert", "check_interleaving_count", "check_overcharge",
-           "check_race_loser", "check_running_example", "check_triple_charge"]
+
+def check_key_function(charge_key: Any) -> Feedback:
+    """Lesson 04: a function from a message ID to the idempotency key of that message's charge call."""
+    if (blank := _blank(charge_key, "a function such as def charge_key(message_id): ...")) is not None:
+        return blank
+    if not callable(charge_key):
+        return _hint("Give a function that takes a message ID and returns a key (a string).")
+    first, again, other = charge_key("m-7f3"), charge_key("m-7f3"), charge_key("m-9c2")
+    if not isinstance(first, str) or not first:
+        return _hint(f"The key should be a non-empty string; got {first!r}.")
+    if first != again:
+        return _hint("Two calls for m-7f3 gave two different keys, as a fresh UUID per attempt would. A retry must send "
+                     "the same key as the first attempt, or the provider sees a new request and charges again.")
+    if first == other:
+        return _hint("m-7f3 and m-9c2 got the same key, so the second payment would be answered with the first one's "
+                     "stored result and never charged. Build the key from the message ID.")
+    if first == "m-7f3":
+        return _hint("That is the bare message ID. It works for one call, but a handler that makes two calls (a charge "
+                     "and a fee, say) would give both the same key. Name the call in the key too.")
+    provider = PaymentProvider()
+    for _ in range(3):  # the first delivery's answer was lost; two redeliveries call again with their key
+        provider.charge(charge_key("m-7f3"), order_id=1042, amount=40)
+    return _right(f"'{first}' is the same on every retry and unique to this message and call: "
+                  f"{len(provider.charges)} charge for three calls.")
+
+
+def check_http_statuses(answer: Any) -> Feedback:
+    """Lesson 08: the status the IETF draft suggests for each refusal, checked against the running server."""
+    if (blank := _blank(answer, 'a dict {"missing key": ..., "still in progress": ..., "different payload": ...}')) is not None:
+        return blank
+    api = ChargesApi(work_seconds=0.5)
+    with serve(api) as server:
+        client = Client(server.url)
+        charge = {"order_id": 1042, "amount": 40}
+        measured = {"missing key": client.post_charge(charge)[0].status}
+        slow = threading.Thread(target=client.post_charge, args=(charge, "k"))
+        slow.start()
+        time.sleep(0.1)
+        measured["still in progress"] = client.post_charge(charge, key="k")[0].status
+        slow.join()
+        measured["different payload"] = client.post_charge({"order_id": 1042, "amount": 80}, key="k")[0].status
+    if not isinstance(answer, dict) or set(answer) != set(measured):
+        return _hint(f"Answer with a dict with exactly these keys: {sorted(measured)}.")
+    wrong = [case for case in measured if answer[case] != measured[case]]
+    if not wrong:
+        return _right("400, 409 and 422, as the server answered just now.")
+    return _hint(f"Not right yet for: {', '.join(wrong)}. Provoke each case against the server and read the status.")
+
+
+__all__ = ["Feedback", "check_crash_point", "check_http_statuses", "check_inbox_insert", "check_interleaving_count",
+           "check_key_function", "check_overcharge", "check_race_loser", "check_running_example", "check_triple_charge"]

@@ -12,6 +12,7 @@ from idemlib.clock import VirtualClock
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import HANDLERS, Handler
 from idemlib.messages import Message
+from idemlib.provider import PaymentProvider, behaviours
 from idemlib.sim import _advance, _Consumer, _start, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
 from idemlib.trace import Trace
@@ -43,25 +44,46 @@ def crash_matrix(handlers: Iterable[Handler] = HANDLERS, message: Message = RUNN
     return pd.DataFrame(rows, columns=["handler", "fault", "total charged", "charges", "outcome"])
 
 
-def ack_loss_sweep(
+def fault_sweep(
     handlers: Iterable[Handler],
     messages: list[Message],
     rates: Iterable[float],
     *,
+    fault: str = "ack_loss_rate",
     seed: int = 7,
+    provider: str | None = None,
+    step_seconds: dict[str, float] | None = None,
 ) -> pd.DataFrame:
-    """Total charged by each handler as the share of lost acks grows.
+    """What each handler charges as one kind of fault grows more frequent.
 
-    Every handler meets the same lost acks at a given rate (the fault draws depend
-    only on the seed, the message and the delivery), so the totals compare like for like.
+    ``fault`` names a rate of :class:`FaultPlan` (``ack_loss_rate``, ``crash_rate``,
+    ``response_loss_rate``). Every handler meets the same faults at a given rate (the
+    draws depend only on the seed, the message and the delivery), so totals compare
+    like for like. With ``provider`` (a behaviour name), each run also gets a fresh
+    payment provider and the table counts what it really charged.
     """
     rows = []
     for rate in rates:
-        plan = FaultPlan(ack_loss_rate=rate, seed=seed)
+        plan = FaultPlan(seed=seed, **{fault: rate})
         for handler in handlers:
-            result = simulate(handler, messages, faults=plan)
-            rows.append((handler.name, rate, result.total_charged, result.expected_total))
-    return pd.DataFrame(rows, columns=["handler", "ack loss rate", "total charged", "expected total"])
+            payments = PaymentProvider(behaviours()[provider]) if provider else None
+            result = simulate(handler, messages, faults=plan, provider=payments, step_seconds=step_seconds,
+                              max_deliveries=20)
+            rows.append((handler.name, rate, result.total_charged,
+                         payments.total_charged() if payments else None, result.expected_total))
+    return pd.DataFrame(rows, columns=["handler", "rate", "total charged", "charged at provider", "expected total"])
+
+
+def open_transaction_seconds(trace: pd.DataFrame) -> pd.Series:
+    """For each delivery that opened a transaction, how long (simulated seconds) it held it open.
+
+    Measured from the end of its ``begin`` step to its commit, conflict, failure or crash.
+    """
+    events = trace.set_index(["actor", "message_id", "delivery"]).sort_index()
+    began = events[(events["event"] == "step") & (events["detail"] == "begin")]["time"]
+    ended = events[events["event"].isin(["committed", "crashed", "conflict", "provider failed", "response lost"])]
+    ended = ended.groupby(level=[0, 1, 2])["time"].min()
+    return (ended.reindex(began.index) - began).dropna().rename("seconds open")
 
 
 def interleavings(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -103,6 +104,8 @@ class ChargesApi:
     behaviour: Behaviour = field(default_factory=lambda: behaviours()["ietf-draft"])
     clock: VirtualClock = field(default_factory=VirtualClock)
     work_seconds: float = 0.0
+    drop_share: float = 0.0
+    seed: int = 0
     payments: DuckDBPayments = field(default_factory=DuckDBPayments)
     executions: int = 0
     _failures_left: int = 0
@@ -110,6 +113,7 @@ class ChargesApi:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        self._drops = random.Random(self.seed)
         reader = self.payments.connect()
         reader.execute(KEYS_SCHEMA)
         reader.execute(ORDERS_SCHEMA)
@@ -123,11 +127,12 @@ class ChargesApi:
         self._drops_left += count
 
     def take_drop(self) -> bool:
+        """Whether the answer to the charge just done is dropped: a scheduled drop, or a seeded share of them."""
         with self._lock:
             if self._drops_left:
                 self._drops_left -= 1
                 return True
-            return False
+            return self._drops.random() < self.drop_share
 
     def post_charge(self, client: str, raw_key: str | None, raw_body: bytes) -> tuple[int, dict[str, Any], bool]:
         """Handle ``POST /charges``: returns (status, body, replayed)."""
@@ -208,6 +213,9 @@ class ChargesApi:
 
 class _Handler(BaseHTTPRequestHandler):
     server: ApiServer
+    # Headers and body go out in two writes; with Nagle's algorithm on, the second
+    # waits for the client's delayed ACK, about 40 ms a request on loopback.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass  # a lesson's output is no place for access logs
@@ -268,7 +276,9 @@ class ApiServer(ThreadingHTTPServer):
     def __init__(self, api: ChargesApi) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.api = api
-        self._thread = threading.Thread(target=self.serve_forever, name="charges-api", daemon=True)
+        # A short poll lets stop() return at once instead of after serve_forever's default half second.
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="charges-api", daemon=True)
 
     @property
     def url(self) -> str:
@@ -337,3 +347,19 @@ class Client:
         while attempts[-1].status is None and len(attempts) <= retries:
             attempts.append(self.request("POST", "/charges", body, headers))
         return attempts
+
+
+def charges_under_drops(share: float, *, keyed: bool, requests: int = 40, seed: int = 3) -> int:
+    """Charges really made when ``requests`` distinct payments go through a server that drops ``share`` of its answers.
+
+    The client retries each payment after a dropped answer, with its key or
+    without one (under Stripe's v1 rules, where a key is optional). Drops are drawn
+    from ``seed``, so the count is the same on every run.
+    """
+    api = ChargesApi(behaviours()["stripe-v1"], drop_share=share, seed=seed)
+    with serve(api) as server:
+        client = Client(server.url)
+        for number in range(requests):
+            client.post_charge({"order_id": 3000 + number, "amount": 10}, key=f"pay-{number}" if keyed else None,
+                               retries=10)
+    return api.executions

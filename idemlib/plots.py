@@ -29,22 +29,30 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     return ax if ax is not None else plt.subplots(figsize=size)[1]
 
 
-def plot_ack_loss_sweep(sweep: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Total charged against the share of lost acks, one line per handler, with the correct total marked.
+def plot_sweep(
+    sweep: pd.DataFrame,
+    ax: Axes | None = None,
+    *,
+    measure: str = "total charged",
+    xlabel: str = "share of acks lost on the way to the broker",
+    title: str = "Lost acks become extra charges, unless the consumer keeps an inbox",
+) -> Axes:
+    """A measure (total charged, or charged at provider) against a fault rate, one line per handler.
 
-    ``sweep`` is the table from :func:`idemlib.explore.ack_loss_sweep`.
+    ``sweep`` is the table from :func:`idemlib.explore.fault_sweep`; the dashed line
+    is what the customers owe.
     """
     ax = _axes(ax, (7, 4))
     for name, rows in sweep.groupby("handler", sort=False):
-        ax.plot(rows["ack loss rate"], rows["total charged"], marker="o", label=f"{name} consumer")
+        ax.plot(rows["rate"], rows[measure], marker="o", label=f"{name}" if " " in name else f"{name} consumer")
     expected = sweep["expected total"].iloc[0]
     ax.axhline(expected, color="black", linestyle="--", linewidth=1, label=f"what customers owe: ${expected:,}")
-    ax.set_xlabel("share of acks lost on the way to the broker")
-    ax.set_ylabel("total charged ($)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"{measure} ($)")
     ax.xaxis.set_major_formatter(lambda value, _: f"{value:.0%}")
     ax.set_ylim(bottom=0)
-    ax.set_title("Lost acks become extra charges, unless the consumer keeps an inbox")
-    ax.legend(loc="upper left")
+    ax.set_title(title)
+    ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
     return ax
 

@@ -57,8 +57,12 @@ def first_goal(notebook: NotebookNode) -> str:
 
 def answer_names(solution: str, check: str) -> list[str]:
     """The names a solution assigns that the following check reads: what a student must fill in."""
-    assigned = {target.id for node in ast.parse(solution).body if isinstance(node, ast.Assign)
-                for target in node.targets if isinstance(target, ast.Name)}
+    assigned = set()
+    for node in ast.parse(solution).body:
+        if isinstance(node, ast.Assign):
+            assigned |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assigned.add(node.name)
     read = [node.id for node in ast.walk(ast.parse(check)) if isinstance(node, ast.Name)]
     return [name for name in dict.fromkeys(read) if name in assigned]
 

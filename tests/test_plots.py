@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from idemlib import plots  # noqa: E402
-from idemlib.explore import RUNNING_EXAMPLE, ack_loss_sweep, crash_matrix  # noqa: E402
+from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, crash_matrix  # noqa: E402
 from idemlib.handlers import InboxHandler, NaiveHandler  # noqa: E402
 from idemlib.messages import payment_stream  # noqa: E402
 from idemlib.sim import simulate  # noqa: E402
@@ -23,8 +23,8 @@ def assert_labelled(ax):
 
 
 def test_the_sweep_plot_has_a_line_per_handler_and_the_owed_total():
-    sweep = ack_loss_sweep([NaiveHandler(), InboxHandler()], payment_stream(20), [0.0, 0.5])
-    ax = plots.plot_ack_loss_sweep(sweep)
+    sweep = fault_sweep([NaiveHandler(), InboxHandler()], payment_stream(20), [0.0, 0.5])
+    ax = plots.plot_sweep(sweep)
     assert_labelled(ax)
     assert ax.get_ylabel() == "total charged ($)"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]

@@ -3,7 +3,7 @@ import pytest
 
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler, NaiveHandler
-from idemlib.explore import RUNNING_EXAMPLE, ack_loss_sweep
+from idemlib.explore import RUNNING_EXAMPLE, fault_sweep
 from idemlib.messages import Message, payment_stream
 from idemlib.sim import simulate
 
@@ -76,8 +76,8 @@ def test_watching_the_total_reads_what_the_database_committed():
     assert simulate(NaiveHandler(), [RUNNING_EXAMPLE]).trace["total charged"].isna().all()
 
 
-def test_the_ack_loss_sweep_shows_the_inbox_flat_and_the_naive_consumer_rising():
-    sweep = ack_loss_sweep([NaiveHandler(), InboxHandler()], payment_stream(60), [0.0, 0.3, 0.6])
+def test_the_fault_sweep_shows_the_inbox_flat_and_the_naive_consumer_rising():
+    sweep = fault_sweep([NaiveHandler(), InboxHandler()], payment_stream(60), [0.0, 0.3, 0.6])
     naive = sweep[sweep["handler"] == "naive"]["total charged"].tolist()
     inbox = sweep[sweep["handler"] == "inbox"]["total charged"].tolist()
     expected = sweep["expected total"].iloc[0]
