@@ -32,9 +32,7 @@ class Crash:
 
 
 @dataclass(frozen=True)
-class LostAck:
-    """The ack for the given delivery is sent but never reaches the broker."""
-
+class _LostOnTheWay:
     delivery: int = 1
     message_id: str | None = None
 
@@ -43,14 +41,13 @@ class LostAck:
 
 
 @dataclass(frozen=True)
-class LostResponse:
+class LostAck(_LostOnTheWay):
+    """The ack for the given delivery is sent but never reaches the broker."""
+
+
+@dataclass(frozen=True)
+class LostResponse(_LostOnTheWay):
     """The provider does the work for the given delivery, but its answer never reaches the consumer."""
-
-    delivery: int = 1
-    message_id: str | None = None
-
-    def matches(self, message_id: str, delivery: int) -> bool:
-        return self.delivery == delivery and self.message_id in (None, message_id)
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,7 @@ class InboxHandler(Handler):
         ctx.db.begin()
         yield "record id"
         if ctx.db.record_message(ctx.message_id):
+            yield from self.with_the_charge(ctx, charge)
             yield "charge"
             ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
         else:
@@ -156,6 +157,10 @@ class InboxHandler(Handler):
         ctx.db.commit()
         yield "ack"
         ctx.ack()
+
+    def with_the_charge(self, ctx: Context, charge: Charge) -> Steps:
+        """Steps a subclass does inside the transaction, only for a new message, just before the charge."""
+        return iter(())
 
 
 class AckFirstHandler(InboxHandler):
@@ -183,7 +188,7 @@ def _without_ack(ctx: Context) -> Context:
     return Context(ctx.delivery, ctx.db, ack=lambda: None, note=ctx.note, call_provider=ctx.call_provider)
 
 
-class ProviderHandler(Handler):
+class ProviderHandler(InboxHandler):
     """The inbox consumer that also charges the card through an external payment provider.
 
     ``call`` says where the call sits: ``"inside"`` the open transaction, after the
@@ -199,35 +204,23 @@ class ProviderHandler(Handler):
         self.call, self.keyed = call, keyed
         self.name = f"call {call}, {'with' if keyed else 'no'} key"
         self.summary = f"provider called {call} the transaction, {'with' if keyed else 'without'} an idempotency key"
-        local = ("begin", "record id", "charge", "commit", "ack")
-        self.steps = ("call provider", *local) if call == "before" else ("begin", "record id", "call provider", *local[2:])
+        local = InboxHandler.steps
+        self.steps = ("call provider", *local) if call == "before" else (*local[:2], "call provider", *local[2:])
 
     def key_for(self, message_id: str) -> str | None:
         """The idempotency key for this message's charge: derived from its ID, so every retry reuses it."""
         return f"{message_id}:charge" if self.keyed else None
 
     def run(self, ctx: Context) -> Steps:
-        charge = parse_charge(ctx.delivery.message)
         if self.call == "before":
-            yield "call provider"
-            self._pay(ctx, charge)
-        yield "begin"
-        ctx.db.begin()
-        yield "record id"
-        if ctx.db.record_message(ctx.message_id):
-            if self.call == "inside":
-                yield "call provider"
-                self._pay(ctx, charge)
-            yield "charge"
-            ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
-        else:
-            ctx.note("duplicate skipped")
-        yield "commit"
-        ctx.db.commit()
-        yield "ack"
-        ctx.ack()
+            yield from self._pay(ctx, parse_charge(ctx.delivery.message))
+        yield from super().run(ctx)
 
-    def _pay(self, ctx: Context, charge: Charge) -> None:
+    def with_the_charge(self, ctx: Context, charge: Charge) -> Steps:
+        return self._pay(ctx, charge) if self.call == "inside" else iter(())
+
+    def _pay(self, ctx: Context, charge: Charge) -> Steps:
+        yield "call provider"
         response = ctx.call_provider(self.key_for(ctx.message_id), charge)
         if not response.ok:
             raise ProviderError(f"{ctx.message_id}: the provider answered {response.status}: {response.body.get('error')}")
