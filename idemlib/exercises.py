@@ -16,7 +16,9 @@ from typing import Any
 
 import duckdb
 
-from idemlib.explore import RUNNING_EXAMPLE, crash_matrix, interleavings
+from idemlib.explore import RUNNING_EXAMPLE, crash_matrix, interleavings, places_to_remember, store_matrix
+from idemlib.ids import STRATEGIES, compare_strategies, twin_facts
+from idemlib.stores.cache import MemoryCache
 from idemlib.faults import FaultPlan
 from idemlib.handlers import NaiveHandler, WorkFirstHandler, handler_named
 from idemlib.http_api import ChargesApi, Client, serve
@@ -226,5 +228,48 @@ def check_http_statuses(answer: Any) -> Feedback:
     return _hint(f"Not right yet for: {', '.join(wrong)}. Provoke each case against the server and read the status.")
 
 
+
+def check_id_strategies(answer: Any) -> Feedback:
+    """Lesson 05: which strategy catches every duplicate, which only redeliveries, which drops real payments."""
+    cases = ("catches every duplicate", "catches redeliveries only", "drops real payments")
+    if (blank := _blank(answer, f"a dict with the keys {list(cases)}")) is not None:
+        return blank
+    if not isinstance(answer, dict) or set(answer) != set(cases):
+        return _hint(f"Answer with a dict with exactly these keys: {list(cases)}; values among {list(STRATEGIES)}.")
+    measured = compare_strategies(twin_facts(30, twins=2), share=0.3)
+    table = measured.groupby("strategy").sum(numeric_only=True)
+    misses_new_copies = measured[~measured["source of duplicates"].isin(["redelivery", "all at once"])]
+    truth = {
+        "catches every duplicate": table[(table["duplicates missed"] == 0) & (table["real messages dropped"] == 0)].index[0],
+        "catches redeliveries only": misses_new_copies.groupby("strategy")["duplicates caught"].sum().idxmin(),
+        "drops real payments": table["real messages dropped"].idxmax(),
+    }
+    wrong = [case for case in cases if answer[case] != truth[case]]
+    if not wrong:
+        return _right("producer IDs catch everything, broker IDs only redeliveries, and a hash of the bytes "
+                      "drops real payments that look alike.")
+    return _hint(f"Look again at: {', '.join(wrong)}. Read the table row by row: which strategy has duplicates missed, "
+                 "which has real messages dropped?")
+
+
+def check_store_window(setup: Any, fault: Any) -> Feedback:
+    """Lesson 06: a (store, crash point) where a cache outside the transaction charges twice."""
+    for value, what in ((setup, "a store's label from the matrix"), (fault, "a fault such as 'crash before commit'")):
+        if (blank := _blank(value, what)) is not None:
+            return blank
+    setups = places_to_remember(MemoryCache())
+    if setup not in setups:
+        return _hint(f"No store labelled {setup!r}; the labels are {list(setups)}.")
+    table = store_matrix({setup: setups[setup]})
+    row = table[table["fault"] == fault]
+    if row.empty:
+        return _hint(f"{setup!r} has no fault {fault!r}; its faults are {list(table['fault'])}.")
+    if row["outcome"].iloc[0] == "charged twice":
+        return _right(f"{setup}, {fault}: the charge is committed but the ID never claimed, so the redelivery charges again.")
+    return _hint(f"{setup}, {fault} ends in '{row['outcome'].iloc[0]}'. Which order saves the work before the ID, "
+                 "and where can a crash fall between the two?")
+
+
 __all__ = ["Feedback", "check_crash_point", "check_http_statuses", "check_inbox_insert", "check_interleaving_count",
-           "check_key_function", "check_overcharge", "check_race_loser", "check_running_example", "check_triple_charge"]
+           "check_id_strategies", "check_key_function", "check_overcharge", "check_race_loser", "check_running_example",
+           "check_store_window", "check_triple_charge"]

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 
 from idemlib.broker import Broker
 from idemlib.clock import VirtualClock
 from idemlib.faults import Crash, FaultPlan, LostAck
-from idemlib.handlers import HANDLERS, Handler
+from idemlib.handlers import (HANDLERS, BusinessRowHandler, CacheGuardHandler, Handler, IdFirstHandler,
+                              InboxHandler)
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
 from idemlib.sim import _advance, _Consumer, _start, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
+from idemlib.stores.cache import Cache
+from idemlib.stores.keyvalue import KeyValuePayments
 from idemlib.trace import Trace
+
+_cache_runs = itertools.count(1)
 
 RUNNING_EXAMPLE = Message.charge("m-7f3", order_id=1042, amount=40)
 """The course's running example: message m-7f3 asks to charge order 1042 $40."""
@@ -35,13 +41,42 @@ def crash_matrix(handlers: Iterable[Handler] = HANDLERS, message: Message = RUNN
     One row per (handler, fault): the dollars charged, how many charges that is,
     and the outcome (charge lost, charged once, charged twice).
     """
+    setups = {handler.name: (lambda handler=handler: (handler, DuckDBPayments())) for handler in handlers}
+    return store_matrix(setups, message).rename(columns={"setup": "handler"})
+
+
+def store_matrix(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]],
+                 message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
+    """Like :func:`crash_matrix`, for setups that need fresh parts every run (a store, a cache).
+
+    ``setups`` maps a label to a function returning a new (handler, database) pair.
+    """
     rows = []
     amount = message.body["amount"]
-    for handler in handlers:
-        for fault, plan in fault_points(handler):
-            total = simulate(handler, [message], faults=plan).total_charged
-            rows.append((handler.name, fault, total, total // amount, outcome_of(total // amount)))
-    return pd.DataFrame(rows, columns=["handler", "fault", "total charged", "charges", "outcome"])
+    for label, setup in setups.items():
+        for fault, plan in fault_points(setup()[0]):
+            handler, database = setup()
+            total = simulate(handler, [message], faults=plan, database=database).total_charged
+            rows.append((label, fault, total, total // amount, outcome_of(total // amount)))
+    return pd.DataFrame(rows, columns=["setup", "fault", "total charged", "charges", "outcome"])
+
+
+def cost_per_message(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]], messages: list[Message],
+                     repeats: int = 3) -> pd.Series:
+    """Wall-clock milliseconds per message for each setup, best of ``repeats`` runs with no faults.
+
+    A measurement of this machine, not a property of the setup: it varies from run to run.
+    """
+    costs = {}
+    for label, setup in setups.items():
+        timings = []
+        for _ in range(repeats):
+            handler, database = setup()
+            started = time.perf_counter()
+            simulate(handler, messages, database=database)
+            timings.append(time.perf_counter() - started)
+        costs[label] = round(min(timings) / len(messages) * 1000, 2)
+    return pd.Series(costs, name="ms per message")
 
 
 def fault_sweep(
@@ -143,3 +178,22 @@ def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedu
                 _advance(worker, faults, broker, trace, database)
     conflicts = sum(1 for row in trace.rows if row[2] == "conflict")
     return tuple(taken), database.total_charged(), conflicts
+
+
+def places_to_remember(cache: Cache) -> dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]]:
+    """Lesson 06's setups: the same payments consumer with its IDs kept in each kind of store.
+
+    ``cache`` is a real Redis client or a :class:`~idemlib.stores.cache.MemoryCache`;
+    each run gets a fresh key prefix so runs never see each other's claims.
+    """
+    def guarded(order: str) -> Callable[[], tuple[Handler, PaymentsDatabase]]:
+        return lambda: (CacheGuardHandler(cache, order, prefix=f"run-{next(_cache_runs)}-{id(cache)}"), DuckDBPayments())
+
+    return {
+        "same-database table": lambda: (InboxHandler(), DuckDBPayments()),
+        "business row": lambda: (BusinessRowHandler(), DuckDBPayments()),
+        "key-value, put then write": lambda: (IdFirstHandler(), KeyValuePayments()),
+        "key-value, TransactWriteItems": lambda: (InboxHandler(), KeyValuePayments()),
+        "cache, claim first": guarded("claim first"),
+        "cache, work first": guarded("work first"),
+    }

@@ -18,6 +18,7 @@ from idemlib.broker import Delivery
 from idemlib.messages import Charge, parse_charge
 from idemlib.provider import Response
 from idemlib.stores import PaymentsSession
+from idemlib.stores.cache import Cache
 
 
 class ProviderError(Exception):
@@ -142,12 +143,20 @@ class InboxHandler(Handler):
     summary = "ID and charge in one transaction, ack after commit"
     steps = ("begin", "record id", "charge", "commit", "ack")
 
+    def __init__(self, *, check_payload: bool = False) -> None:
+        # With check_payload, the inbox also stores a fingerprint of the body, so an ID
+        # reused for a different message is refused loudly instead of skipped silently.
+        self.check_payload = check_payload
+        if check_payload:
+            self.name = "inbox, payload checked"
+
     def run(self, ctx: Context) -> Steps:
         charge = parse_charge(ctx.delivery.message)
         yield "begin"
         ctx.db.begin()
         yield "record id"
-        if ctx.db.record_message(ctx.message_id):
+        fingerprint = f"{charge.order_id}:{charge.amount}" if self.check_payload else None
+        if ctx.db.record_message(ctx.message_id, fingerprint):
             yield from self.with_the_charge(ctx, charge)
             yield "charge"
             ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
@@ -188,6 +197,73 @@ def _without_ack(ctx: Context) -> Context:
     return Context(ctx.delivery, ctx.db, ack=lambda: None, note=ctx.note, call_provider=ctx.call_provider)
 
 
+class BusinessRowHandler(Handler):
+    """No inbox table: the order's own row keeps the last message ID, and the charge is conditional on it.
+
+    It catches a repeat of the latest message for an order, in the same transaction
+    as the charge, but it remembers only that one: an older duplicate that arrives
+    after a newer message for the same order is charged again.
+    """
+
+    name = "business row"
+    summary = "the order row keeps its last message ID; the update is conditional on it"
+    steps = ("begin", "charge", "commit", "ack")
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        yield "begin"
+        ctx.db.begin()
+        yield "charge"
+        if not ctx.db.charge_order_once(charge.order_id, charge.amount, ctx.message_id):
+            ctx.note("duplicate skipped")
+        yield "commit"
+        ctx.db.commit()
+        yield "ack"
+        ctx.ack()
+
+
+class CacheGuardHandler(Handler):
+    """Remembers IDs in a cache with a time to live (Redis ``SET NX EX``), outside the database transaction.
+
+    ``order="claim first"`` claims the ID, then charges in the database: a crash in
+    between leaves the ID claimed and the charge never made, so the redelivery skips it.
+    ``order="work first"`` charges and commits, then claims: a crash in between leaves
+    the charge made and no claim, so the redelivery charges again.
+    """
+
+    def __init__(self, cache: Cache, order: str = "claim first", *, ttl_seconds: int = 3600, prefix: str = "idem") -> None:
+        if order not in ("claim first", "work first"):
+            raise ValueError(f"order must be 'claim first' or 'work first', not {order!r}")
+        self.cache, self.order, self.ttl_seconds, self.prefix = cache, order, ttl_seconds, prefix
+        self.name = f"cache, {order}"
+        self.summary = f"IDs in a cache with a time to live, {order}"
+        local = ("begin", "charge", "commit")
+        self.steps = ("claim id", *local, "ack") if order == "claim first" else ("check id", *local, "claim id", "ack")
+
+    def _claim(self, message_id: str) -> bool:
+        return bool(self.cache.set(f"{self.prefix}:{message_id}", "1", nx=True, ex=self.ttl_seconds))
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        first = self.order == "claim first"
+        yield "claim id" if first else "check id"
+        new = self._claim(ctx.message_id) if first else self.cache.get(f"{self.prefix}:{ctx.message_id}") is None
+        if new:
+            yield "begin"
+            ctx.db.begin()
+            yield "charge"
+            ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
+            yield "commit"
+            ctx.db.commit()
+            if not first:
+                yield "claim id"
+                self._claim(ctx.message_id)
+        else:
+            ctx.note("duplicate skipped")
+        yield "ack"
+        ctx.ack()
+
+
 class ProviderHandler(InboxHandler):
     """The inbox consumer that also charges the card through an external payment provider.
 
@@ -199,6 +275,7 @@ class ProviderHandler(InboxHandler):
     """
 
     def __init__(self, call: str = "inside", keyed: bool = True) -> None:
+        super().__init__()
         if call not in ("inside", "before"):
             raise ValueError(f"call must be 'inside' or 'before' the transaction, not {call!r}")
         self.call, self.keyed = call, keyed

@@ -57,12 +57,15 @@ def plot_sweep(
     return ax
 
 
-def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None) -> Axes:
+def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
+                      title: str = "What one crash or lost ack does to a $40 charge, by handler") -> Axes:
     """One coloured cell per (handler, fault): green charged once, amber charge lost, red charged twice.
 
-    ``matrix`` is the table from :func:`idemlib.explore.crash_matrix`; each row of
-    the figure lists one handler's faults in the order its steps run.
+    ``matrix`` is the table from :func:`idemlib.explore.crash_matrix` (or
+    ``store_matrix``, whose first column is ``setup``); each row of the figure lists
+    one handler's faults in the order its steps run.
     """
+    matrix = matrix.rename(columns={"setup": "handler"})
     handlers = list(dict.fromkeys(matrix["handler"]))
     width = matrix.groupby("handler").size().max()
     ax = _axes(ax, (2.0 * width, 0.9 * len(handlers) + 1.2))
@@ -79,7 +82,7 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None) -> Axes:
     ax.set_yticks([len(handlers) - 1 - i + 0.45 for i in range(len(handlers))], handlers)
     ax.set_xticks([])
     ax.set_xlabel("the one fault injected on the first delivery, in step order (redelivery then runs clean)")
-    ax.set_title("What one crash or lost ack does to a $40 charge, by handler")
+    ax.set_title(title)
     ax.legend(handles=[Patch(color=c, label=o) for o, c in OUTCOME_COLOURS.items()],
               loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
     for spine in ax.spines.values():

@@ -60,7 +60,9 @@ def answer_names(solution: str, check: str) -> list[str]:
     assigned = set()
     for node in ast.parse(solution).body:
         if isinstance(node, ast.Assign):
-            assigned |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+            for target in node.targets:
+                names = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                assigned |= {name.id for name in names if isinstance(name, ast.Name)}
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             assigned.add(node.name)
     read = [node.id for node in ast.walk(ast.parse(check)) if isinstance(node, ast.Name)]

@@ -200,7 +200,7 @@ def _advance(worker: _Consumer, faults: FaultPlan, broker: Broker, trace: Trace,
         # A live consumer that cannot finish gives the message back; the broker
         # retries it and dead-letters it after max_deliveries, so it is never lost.
         worker.session.rollback()
-        record(FAILURE_EVENTS[type(error)], str(error))
+        record(next(FAILURE_EVENTS[kind] for kind in type(error).__mro__ if kind in FAILURE_EVENTS), str(error))
         broker.release(delivery, str(error))
         _end(worker)
         return 0.0

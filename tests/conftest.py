@@ -45,3 +45,18 @@ def executed_lesson():
         return _executed[path]
 
     return run
+
+
+@pytest.fixture(params=["in-process model", "real Redis"])
+def cache(request):
+    """A cache with Redis's SET NX EX: the in-process model, then the real server (skipped or failed as PostgreSQL is)."""
+    from idemlib.stores.cache import MemoryCache, real_redis, redis_unavailable
+
+    if request.param == "in-process model":
+        return MemoryCache()
+    reason = redis_unavailable()
+    if reason is not None:
+        if require_servers():
+            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
+        pytest.skip(reason)
+    return real_redis()

@@ -140,6 +140,11 @@ def run_lesson_01(page, url):
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
     for _ in range(3):  # an early click can reach a kernel that is not connected yet: try again
+        # Under load JupyterLab may ask which kernel to start; answer as a person would.
+        select = page.locator(".jp-Dialog button", has_text="Select")
+        if select.count():
+            select.first.click()
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
         page.get_by_role("menuitem", name="Run").click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:

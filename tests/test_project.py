@@ -16,7 +16,7 @@ from idemlib.facts import load_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-CONDA_NAMES = {"python-duckdb": "duckdb", "psycopg[binary]": "psycopg"}  # conda-forge's psycopg brings libpq
+CONDA_NAMES = {"python-duckdb": "duckdb", "psycopg[binary]": "psycopg", "redis-py": "redis"}  # conda-forge's psycopg brings libpq
 
 
 def requirement(spec: str) -> tuple[str, str]:

@@ -92,6 +92,7 @@ def test_a_student_copy_keeps_everything_but_the_solutions():
 def test_the_blank_is_exactly_what_the_check_reads():
     assert answer_names("run = simulate(x)\novercharge = run.total - 1", "check_overcharge(overcharge)") == ["overcharge"]
     assert answer_names("def charge_key(m):\n    return m", "check_key_function(charge_key)") == ["charge_key"]
+    assert answer_names('store, crash = "a", "b"', "check_store_window(store, crash)") == ["store", "crash"]
 
 
 def test_a_solution_that_assigns_nothing_its_check_reads_is_refused():

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from idemlib.stores.duckdb_store import DuckDBPayments
 from idemlib.stores.postgres_store import PostgresPayments, postgres_unavailable, postgres_url, require_servers
-from idemlib.stores.sql import PaymentsDatabase, PaymentsSession, SqlPayments, WriteConflict
+from idemlib.stores.sql import IdReused, PaymentsDatabase, PaymentsSession, SqlPayments, WriteConflict
 from idemlib.stores.sqlite_store import SQLitePayments
 
 __all__ = [
-    "DuckDBPayments", "PaymentsDatabase", "PaymentsSession", "PostgresPayments", "SQLitePayments", "SqlPayments",
+    "DuckDBPayments", "IdReused", "PaymentsDatabase", "PaymentsSession", "PostgresPayments", "SQLitePayments", "SqlPayments",
     "WriteConflict", "postgres_unavailable", "postgres_url", "require_servers",
 ]

@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from idemlib.messages import BadMessage
+
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS payments (
            order_id   INTEGER NOT NULL,
@@ -18,9 +20,19 @@ SCHEMA = (
            message_id VARCHAR
        )""",
     """CREATE TABLE IF NOT EXISTS processed_messages (
-           message_id VARCHAR PRIMARY KEY
+           message_id  VARCHAR PRIMARY KEY,
+           fingerprint VARCHAR
+       )""",
+    """CREATE TABLE IF NOT EXISTS orders (
+           order_id        INTEGER PRIMARY KEY,
+           paid            INTEGER NOT NULL,
+           last_message_id VARCHAR
        )""",
 )
+
+
+class IdReused(BadMessage):
+    """A message ID came back with a different payload: the producer reused it for a new message."""
 
 
 class WriteConflict(Exception):
@@ -66,19 +78,44 @@ class PaymentsSession:
             self.in_transaction = False
             self._run("ROLLBACK")
 
-    def record_message(self, message_id: str) -> bool:
+    def record_message(self, message_id: str, fingerprint: str | None = None) -> bool:
         """Insert ``message_id`` into the inbox; True if it is new, False if it was handled before.
 
         ``ON CONFLICT DO NOTHING`` turns a duplicate into zero rows written instead of
-        an error, so the handler branches on the count.
+        an error, so the handler branches on the count. With a ``fingerprint`` of the
+        payload, a duplicate whose stored fingerprint differs raises :class:`IdReused`.
         """
         rows = self._run(
-            f"INSERT INTO processed_messages (message_id) VALUES ({self._p}) "
+            f"INSERT INTO processed_messages (message_id, fingerprint) VALUES ({self._p}, {self._p}) "
             "ON CONFLICT DO NOTHING RETURNING message_id",
-            (message_id,),
+            (message_id, fingerprint),
             rows=True,
         )
-        return len(rows) == 1
+        if rows or fingerprint is None:
+            return len(rows) == 1
+        stored = self._run(f"SELECT fingerprint FROM processed_messages WHERE message_id = {self._p}", (message_id,),
+                           rows=True)
+        if stored and stored[0][0] not in (None, fingerprint):
+            raise IdReused(f"{message_id}: this ID was first used for a different payload. The producer reused an ID "
+                           "for a new message; give every new message a new ID. Sent to the dead-letter queue.")
+        return False
+
+    def charge_order_once(self, order_id: int, amount: int, message_id: str) -> bool:
+        """Charge through the order's own row, remembering only its last message: True if applied.
+
+        The update is conditional on the row's ``last_message_id`` differing from this
+        message's, so a repeat of the latest message changes nothing.
+        """
+        p = self._p
+        applied = self._run(
+            f"INSERT INTO orders (order_id, paid, last_message_id) VALUES ({p}, {p}, {p}) "
+            "ON CONFLICT (order_id) DO UPDATE SET paid = orders.paid + excluded.paid, "
+            "last_message_id = excluded.last_message_id "
+            "WHERE orders.last_message_id IS DISTINCT FROM excluded.last_message_id RETURNING order_id",
+            (order_id, amount, message_id), rows=True)
+        if applied:
+            self.charge(order_id, amount, message_id)
+        return bool(applied)
 
     def has_processed(self, message_id: str) -> bool:
         """Whether the inbox already holds ``message_id`` (a read, which protects nothing on its own)."""
@@ -133,7 +170,7 @@ class SqlPayments:
 
     def empty(self) -> None:
         """Delete every payment and every remembered ID, so the next run starts from nothing."""
-        for table in ("payments", "processed_messages"):
+        for table in ("payments", "processed_messages", "orders"):
             self._reader.execute(f"DELETE FROM {table}")
 
     def _rows(self, sql: str) -> list[tuple[Any, ...]]:

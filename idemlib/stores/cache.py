@@ -1,0 +1,66 @@
+"""A cache with a time to live, outside the database transaction: Redis's ``SET key value NX EX seconds``.
+
+The real thing is a Redis server, used through the ``redis`` client; where none
+runs, :class:`MemoryCache` keeps the same call and the same answers in process, on
+the simulation's clock. Either way, the cache and the database cannot commit
+together: that is the lesson.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol
+
+import redis
+
+from idemlib.clock import VirtualClock
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+HOW_TO_START_REDIS = ("Start one with `sudo .ci/start-redis` (Debian or Ubuntu: installs and starts redis-server on "
+                      "127.0.0.1:6379), or point IDEMLIB_REDIS_URL at a server of your own.")
+
+
+class Cache(Protocol):
+    def set(self, name: str, value: Any, *, nx: bool = False, ex: int | None = None) -> bool | None: ...
+    def get(self, name: str) -> Any: ...
+
+
+def redis_url() -> str:
+    """Where the course looks for Redis: ``IDEMLIB_REDIS_URL``, or a local default."""
+    return os.environ.get("IDEMLIB_REDIS_URL", DEFAULT_REDIS_URL)
+
+
+def redis_unavailable() -> str | None:
+    """None when a Redis server answers at :func:`redis_url`; otherwise why not, and how to start one."""
+    try:
+        redis.Redis.from_url(redis_url(), socket_connect_timeout=2).ping()
+        return None
+    except redis.RedisError as error:
+        return f"Redis is not reachable at {redis_url()} ({type(error).__name__}). {HOW_TO_START_REDIS}"
+
+
+def real_redis() -> redis.Redis:
+    """A client of the real Redis server (see :func:`redis_unavailable` first)."""
+    return redis.Redis.from_url(redis_url(), socket_connect_timeout=2)
+
+
+class MemoryCache:
+    """Redis's SET NX EX and GET, in process, with keys expiring on a virtual clock."""
+
+    def __init__(self, clock: VirtualClock | None = None) -> None:
+        self.clock = clock or VirtualClock()
+        self._values: dict[str, tuple[Any, float | None]] = {}
+
+    def set(self, name: str, value: Any, *, nx: bool = False, ex: int | None = None) -> bool | None:
+        """Store ``value``; with ``nx`` only if ``name`` is absent (None when it is there, as Redis answers)."""
+        if nx and self.get(name) is not None:
+            return None
+        self._values[name] = (value, None if ex is None else self.clock.now() + ex)
+        return True
+
+    def get(self, name: str) -> Any:
+        value, expires = self._values.get(name, (None, None))
+        if expires is not None and self.clock.now() >= expires:
+            del self._values[name]
+            return None
+        return value

@@ -1,0 +1,143 @@
+"""A key-value store with DynamoDB's rules for conditional writes, transactions and time to live.
+
+Modelled in process, with the same session calls as the SQL stores, so the very
+same handlers run on it:
+
+- outside a transaction, recording an ID is a ``PutItem`` with the condition
+  ``attribute_not_exists(pk)``: it is rejected when the key is already there;
+- inside one, the writes are collected and applied by ``TransactWriteItems`` at
+  commit, all or nothing, with every condition checked at that moment;
+- an item with a time to live is not deleted when it expires but some time within
+  the next days (``deletion_delay_seconds``, drawn from a seed): until then it can
+  still be read, and still blocks a conditional put.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from idemlib.clock import VirtualClock
+from idemlib.stores.sql import WriteConflict
+
+
+@dataclass
+class KeyValueTable:
+    """Items by key, each a dict; ``expires_at`` marks an item's time to live."""
+
+    clock: VirtualClock = field(default_factory=VirtualClock)
+    deletion_delay_seconds: float = 2 * 86400
+    seed: int = 0
+    items: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._delays = random.Random(self.seed)
+        self._deleted_at: dict[str, float] = {}
+
+    def put(self, key: str, item: dict[str, Any], *, if_absent: bool = False) -> bool:
+        """PutItem; with ``if_absent`` the condition ``attribute_not_exists`` applies. Returns whether it was written."""
+        self.reap()
+        if if_absent and key in self.items:
+            return False
+        self.items[key] = dict(item)
+        return True
+
+    def transact_write(self, writes: list[tuple[str, dict[str, Any], bool]]) -> bool:
+        """TransactWriteItems: (key, item, if_absent) writes, applied all together or not at all."""
+        self.reap()
+        if any(if_absent and key in self.items for key, _, if_absent in writes):
+            return False
+        for key, item, _ in writes:
+            self.items[key] = dict(item)
+        return True
+
+    def reap(self) -> int:
+        """Delete expired items whose (late) deletion time has come; returns how many went."""
+        now = self.clock.now()
+        gone = []
+        for key, item in self.items.items():
+            expires = item.get("expires_at")
+            if expires is not None and now >= expires:
+                when = self._deleted_at.setdefault(key, expires + self._delays.random() * self.deletion_delay_seconds)
+                if now >= when:
+                    gone.append(key)
+        for key in gone:
+            del self.items[key]
+            del self._deleted_at[key]
+        return len(gone)
+
+
+class KeyValueSession:
+    """One consumer's client of the key-value table, with the SQL sessions' calls."""
+
+    def __init__(self, table: KeyValueTable, ttl_seconds: float | None) -> None:
+        self._table = table
+        self._ttl = ttl_seconds
+        self._pending: list[tuple[str, dict[str, Any], bool]] | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._pending is not None
+
+    def begin(self) -> None:
+        self._pending = []
+
+    def commit(self) -> None:
+        writes, self._pending = self._pending or [], None
+        if not self._table.transact_write(writes):
+            raise WriteConflict("TransactionCanceledException: ConditionalCheckFailed on the message marker")
+
+    def rollback(self) -> None:
+        self._pending = None
+
+    def _write(self, key: str, item: dict[str, Any], if_absent: bool) -> bool:
+        if self._pending is None:
+            return self._table.put(key, item, if_absent=if_absent)
+        if if_absent and key in self._table.items:
+            return False  # the condition would fail; a handler learns it before committing
+        self._pending.append((key, item, if_absent))
+        return True
+
+    def record_message(self, message_id: str, fingerprint: str | None = None) -> bool:
+        """A conditional put of the marker ``msg#<id>``; True if it was not there."""
+        marker = {"message_id": message_id, "fingerprint": fingerprint}
+        if self._ttl is not None:
+            marker["expires_at"] = self._table.clock.now() + self._ttl
+        return self._write(f"msg#{message_id}", marker, if_absent=True)
+
+    def has_processed(self, message_id: str) -> bool:
+        self._table.reap()
+        return f"msg#{message_id}" in self._table.items
+
+    def charge(self, order_id: int, amount: int, message_id: str) -> None:
+        key = f"pay#{message_id}#{len(self._table.items)}#{len(self._pending or [])}"
+        self._write(key, {"order_id": order_id, "amount": amount, "message_id": message_id}, if_absent=False)
+
+
+class KeyValuePayments:
+    """The payments 'database' as DynamoDB would hold it: payment items and message markers in one table."""
+
+    engine = "key-value (DynamoDB rules, modelled)"
+
+    def __init__(self, *, ttl_seconds: float | None = None, table: KeyValueTable | None = None) -> None:
+        self.table = table or KeyValueTable()
+        self.ttl_seconds = ttl_seconds
+
+    def session(self) -> KeyValueSession:
+        return KeyValueSession(self.table, self.ttl_seconds)
+
+    def payments(self) -> pd.DataFrame:
+        rows = [item for key, item in self.table.items.items() if key.startswith("pay#")]
+        return pd.DataFrame(rows, columns=["order_id", "amount", "message_id"])
+
+    def processed_ids(self) -> list[str]:
+        return sorted(item["message_id"] for key, item in self.table.items.items() if key.startswith("msg#"))
+
+    def total_charged(self) -> int:
+        return int(self.payments()["amount"].sum())
+
+    def empty(self) -> None:
+        self.table.items.clear()

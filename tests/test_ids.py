@@ -1,0 +1,51 @@
+"""Choosing the ID: what each strategy catches and misses, measured through the real inbox."""
+
+import pytest
+
+from idemlib.ids import STRATEGIES, Copy, assign_id, compare_strategies, make_copies, twin_facts
+
+FACTS = twin_facts(40, twins=3)
+
+
+@pytest.fixture(scope="module")
+def table():
+    return compare_strategies(FACTS, share=0.25).set_index(["source of duplicates", "strategy"])
+
+
+def test_the_producers_id_catches_every_kind_of_duplicate_and_drops_nothing(table):
+    producer = table.xs("producer", level="strategy")
+    assert (producer["duplicates missed"] == 0).all() and (producer["real messages dropped"] == 0).all()
+    assert (producer["duplicates caught"] > 0).all()
+
+
+@pytest.mark.parametrize("source", ["producer retry", "relay republish", "replay"])
+def test_a_broker_id_misses_every_new_copy_of_a_fact(table, source):
+    row = table.loc[(source, "broker")]
+    assert row["duplicates caught"] == 0 and row["duplicates missed"] > 0
+
+
+def test_a_broker_id_still_catches_redeliveries(table):
+    row = table.loc[("redelivery", "broker")]
+    assert row["duplicates caught"] > 0 and row["duplicates missed"] == 0
+
+
+def test_a_content_hash_collapses_two_real_payments_with_the_same_bytes(table):
+    hashed = table.xs("content hash", level="strategy")
+    assert (hashed["real messages dropped"] == 3).all()
+    assert (hashed["duplicates missed"] == 0).all()
+
+
+def test_ids_by_strategy():
+    body = {"order_id": 1, "amount": 40}
+    original, retry = Copy(7, "original", 0, body), Copy(7, "producer retry", 1, body)
+    assert assign_id(original, "producer") == assign_id(retry, "producer") == "evt-0007"
+    assert assign_id(original, "broker") != assign_id(retry, "broker")
+    assert assign_id(original, "content hash") == assign_id(Copy(8, "original", 5, dict(body)), "content hash")
+    with pytest.raises(ValueError, match="producer"):
+        assign_id(original, "uuid4")
+    assert set(STRATEGIES) == {"producer", "broker", "content hash"}
+
+
+def test_copies_are_drawn_from_a_seed():
+    assert make_copies(FACTS, {"replay": 0.5}) == make_copies(FACTS, {"replay": 0.5})
+    assert len(make_copies(FACTS, {})) == len(FACTS)

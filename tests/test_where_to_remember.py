@@ -1,0 +1,98 @@
+"""Where to remember IDs: the business row, a key-value store, a cache with a TTL, and the payload guard."""
+
+import uuid
+
+import pytest
+
+from idemlib.clock import VirtualClock
+from idemlib.explore import RUNNING_EXAMPLE, store_matrix
+from idemlib.handlers import BusinessRowHandler, CacheGuardHandler, IdFirstHandler, InboxHandler
+from idemlib.messages import Message
+from idemlib.sim import simulate
+from idemlib.stores import DuckDBPayments, IdReused
+from idemlib.stores.keyvalue import KeyValuePayments, KeyValueTable
+
+
+def outcomes(setup):
+    table = store_matrix({"store": setup})
+    return dict(zip(table["fault"], table["outcome"]))
+
+
+def test_the_business_row_catches_a_repeat_of_the_latest_message_in_its_transaction():
+    assert set(outcomes(lambda: (BusinessRowHandler(), DuckDBPayments())).values()) == {"charged once"}
+
+
+def test_the_business_row_remembers_only_the_latest_message_per_order():
+    first, second = Message.charge("m-1", 1042, 40), Message.charge("m-2", 1042, 5)
+    late_duplicate = simulate(BusinessRowHandler(), [first, second, first])
+    assert late_duplicate.total_charged == 85  # m-1 charged twice: the row had moved on to m-2
+    assert simulate(InboxHandler(), [first, second, first]).total_charged == 45
+
+
+def test_a_conditional_put_then_a_separate_write_loses_the_charge_on_a_crash_between():
+    found = outcomes(lambda: (IdFirstHandler(), KeyValuePayments()))
+    assert found["crash before charge"] == "charge lost"
+
+
+def test_transact_write_items_keeps_the_marker_and_the_payment_together():
+    assert set(outcomes(lambda: (InboxHandler(), KeyValuePayments())).values()) == {"charged once"}
+
+
+def test_a_conditional_put_is_rejected_when_the_key_exists():
+    table = KeyValueTable()
+    assert table.put("msg#m-7f3", {"message_id": "m-7f3"}, if_absent=True)
+    assert not table.put("msg#m-7f3", {"message_id": "m-7f3"}, if_absent=True)
+    assert not table.transact_write([("msg#m-7f3", {}, True), ("pay#1", {"amount": 40}, False)])
+    assert "pay#1" not in table.items
+
+
+def test_an_expired_item_lingers_until_the_store_gets_round_to_deleting_it():
+    clock = VirtualClock()
+    table = KeyValueTable(clock=clock, seed=1)
+    for n in range(50):
+        table.put(f"msg#{n}", {"expires_at": 3600})
+    clock.advance(3601)
+    assert table.reap() < 10  # expired, but nearly all still there a second later
+    clock.advance(2 * 86400)
+    table.reap()
+    assert table.items == {}
+
+
+def test_set_nx_ex_claims_once_and_expires(cache):
+    name = f"test:{uuid.uuid4().hex}"
+    assert cache.set(name, "1", nx=True, ex=60)
+    assert cache.set(name, "1", nx=True, ex=60) is None
+    assert cache.get(name) is not None
+
+
+def test_a_cache_outside_the_transaction_has_two_crash_windows(cache):
+    def guard(order):
+        return lambda: (CacheGuardHandler(cache, order, prefix=uuid.uuid4().hex), DuckDBPayments())
+
+    claim_first, work_first = outcomes(guard("claim first")), outcomes(guard("work first"))
+    assert claim_first["crash before commit"] == "charge lost"
+    assert "charged twice" not in claim_first.values()
+    assert work_first["crash before claim id"] == "charged twice"
+    assert "charge lost" not in work_first.values()
+
+
+def test_a_reused_id_is_dropped_silently_without_the_guard_and_dead_lettered_with_it():
+    original, reused = Message.charge("m-7f3", 1042, 40), Message.charge("m-7f3", 2001, 99)
+    silent = simulate(InboxHandler(), [original, reused])
+    assert silent.total_charged == 40 and silent.dead_letters == []
+    guarded = simulate(InboxHandler(check_payload=True), [original, reused], max_deliveries=3)
+    assert guarded.total_charged == 40
+    [dead] = guarded.dead_letters
+    assert dead.message == reused and "different payload" in dead.reason
+
+
+def test_the_guard_lets_a_true_duplicate_through_as_a_duplicate():
+    result = simulate(InboxHandler(check_payload=True), [RUNNING_EXAMPLE, RUNNING_EXAMPLE])
+    assert result.total_charged == 40 and result.dead_letters == []
+
+
+def test_the_guard_names_the_id_and_what_to_do():
+    session = DuckDBPayments().session()
+    session.record_message("m-7f3", "1042:40")
+    with pytest.raises(IdReused, match="m-7f3.*new ID"):
+        session.record_message("m-7f3", "2001:99")
