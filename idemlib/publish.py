@@ -129,7 +129,7 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
     ordered = sorted(executed.items())
     pages = [(path.with_suffix(".html").name, title_of(notebook)) for path, notebook in ordered]
     written = []
-    for index, (path, notebook) in enumerate(ordered):
+    for index, (_, notebook) in enumerate(ordered):
         page = copy.deepcopy(notebook)
         section = pages[index][1]
         for cell in page.cells:

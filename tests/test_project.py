@@ -27,7 +27,7 @@ def requirement(spec: str) -> tuple[str, str]:
 def test_environment_yml_installs_what_pyproject_asks_for():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = dict(requirement(s) for s in project["dependencies"])
-    for extra, specs in project["optional-dependencies"].items():
+    for specs in project["optional-dependencies"].values():
         wanted.update(requirement(s) for s in specs if not s.startswith("idemlib["))
     conda = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
     pip_part = next(item["pip"] for item in conda if isinstance(item, dict))
