@@ -1,0 +1,30 @@
+"""Restart & Run All twice gives the same numbers: every lesson, executed a second time, says the same.
+
+The only exceptions are cells tagged ``varies``, which measure wall-clock time and
+say so in the lesson. Loopback ports and object addresses are masked.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from idemlib.publish import execute, lesson_paths
+
+
+def text_outputs(notebook):
+    found = []
+    for number, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code" or "varies" in cell.metadata.get("tags", []):
+            continue
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "")
+            found.append((number, re.sub(r"127\.0\.0\.1:\d+|port \d+|at 0x[0-9a-f]+", "<address>", text)))
+    return found
+
+
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.stem)
+def test_a_second_run_of_a_lesson_prints_the_same_numbers(path, executed_lesson):
+    first, second = text_outputs(executed_lesson(path)), text_outputs(execute(path))
+    assert first == second
