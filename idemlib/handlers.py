@@ -77,11 +77,15 @@ class NaiveHandler(Handler):
         yield "begin"
         ctx.db.begin()
         yield "charge"
-        ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
+        self.apply_charge(ctx, charge)
         yield "commit"
         ctx.db.commit()
         yield "ack"
         ctx.ack()
+
+    def apply_charge(self, ctx: Context, charge: Charge) -> None:
+        """Write the charge: unconditionally, which is this handler's whole problem."""
+        ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
 
 
 class IdFirstHandler(Handler):
@@ -197,7 +201,7 @@ def _without_ack(ctx: Context) -> Context:
     return Context(ctx.delivery, ctx.db, ack=lambda: None, note=ctx.note, call_provider=ctx.call_provider)
 
 
-class BusinessRowHandler(Handler):
+class BusinessRowHandler(NaiveHandler):
     """No inbox table: the order's own row keeps the last message ID, and the charge is conditional on it.
 
     It catches a repeat of the latest message for an order, in the same transaction
@@ -207,19 +211,10 @@ class BusinessRowHandler(Handler):
 
     name = "business row"
     summary = "the order row keeps its last message ID; the update is conditional on it"
-    steps = ("begin", "charge", "commit", "ack")
 
-    def run(self, ctx: Context) -> Steps:
-        charge = parse_charge(ctx.delivery.message)
-        yield "begin"
-        ctx.db.begin()
-        yield "charge"
+    def apply_charge(self, ctx: Context, charge: Charge) -> None:
         if not ctx.db.charge_order_once(charge.order_id, charge.amount, ctx.message_id):
             ctx.note("duplicate skipped")
-        yield "commit"
-        ctx.db.commit()
-        yield "ack"
-        ctx.ack()
 
 
 class CacheGuardHandler(Handler):
