@@ -55,7 +55,6 @@ class Handler:
     """A consumer's logic. Subclasses name their ``steps`` and yield them in :meth:`run`."""
 
     name: str = ""
-    summary: str = ""
     steps: tuple[str, ...] = ()
 
     def run(self, ctx: Context) -> Steps:
@@ -69,7 +68,6 @@ class NaiveHandler(Handler):
     """Charges every delivery. No check for duplicates, so each redelivery charges again."""
 
     name = "naive"
-    summary = "no check for duplicates"
     steps = ("begin", "charge", "commit", "ack")
 
     def run(self, ctx: Context) -> Steps:
@@ -96,7 +94,6 @@ class IdFirstHandler(Handler):
     """
 
     name = "ID first"
-    summary = "ID saved first, charge second"
     steps = ("record id", "charge", "ack")
 
     def run(self, ctx: Context) -> Steps:
@@ -119,7 +116,6 @@ class WorkFirstHandler(Handler):
     """
 
     name = "work first"
-    summary = "charge saved first, ID second"
     steps = ("check id", "charge", "record id", "ack")
 
     def run(self, ctx: Context) -> Steps:
@@ -144,7 +140,6 @@ class InboxHandler(Handler):
     """
 
     name = "inbox"
-    summary = "ID and charge in one transaction, ack after commit"
     steps = ("begin", "record id", "charge", "commit", "ack")
 
     def __init__(self, *, check_payload: bool = False) -> None:
@@ -184,7 +179,6 @@ class AckFirstHandler(InboxHandler):
     """
 
     name = "ack first"
-    summary = "ack on receipt, then the inbox transaction"
     steps = ("ack", "begin", "record id", "charge", "commit")
 
     def run(self, ctx: Context) -> Steps:
@@ -210,7 +204,6 @@ class BusinessRowHandler(NaiveHandler):
     """
 
     name = "business row"
-    summary = "the order row keeps its last message ID; the update is conditional on it"
 
     def apply_charge(self, ctx: Context, charge: Charge) -> None:
         if not ctx.db.charge_order_once(charge.order_id, charge.amount, ctx.message_id):
@@ -231,7 +224,6 @@ class CacheGuardHandler(Handler):
             raise ValueError(f"order must be 'claim first' or 'work first', not {order!r}")
         self.cache, self.order, self.ttl_seconds, self.prefix = cache, order, ttl_seconds, prefix
         self.name = f"cache, {order}"
-        self.summary = f"IDs in a cache with a time to live, {order}"
         local = ("begin", "charge", "commit")
         self.steps = ("claim id", *local, "ack") if order == "claim first" else ("check id", *local, "claim id", "ack")
 
@@ -275,7 +267,6 @@ class ProviderHandler(InboxHandler):
             raise ValueError(f"call must be 'inside' or 'before' the transaction, not {call!r}")
         self.call, self.keyed = call, keyed
         self.name = f"call {call}, {'with' if keyed else 'no'} key"
-        self.summary = f"provider called {call} the transaction, {'with' if keyed else 'without'} an idempotency key"
         local = InboxHandler.steps
         self.steps = ("call provider", *local) if call == "before" else (*local[:2], "call provider", *local[2:])
 

@@ -37,7 +37,3 @@ class Trace:
     def to_frame(self) -> pd.DataFrame:
         """The events as a DataFrame, one row each, in the order they happened."""
         return pd.DataFrame(self.rows, columns=TRACE_COLUMNS)
-
-    def count(self, event: str) -> int:
-        """How many times ``event`` was recorded."""
-        return sum(1 for row in self.rows if row[2] == event)

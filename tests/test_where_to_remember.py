@@ -38,6 +38,18 @@ def test_transact_write_items_keeps_the_marker_and_the_payment_together():
     assert set(outcomes(lambda: (InboxHandler(), KeyValuePayments())).values()) == {"charged once"}
 
 
+def test_two_open_transactions_charging_the_same_message_both_keep_their_charge():
+    db = KeyValuePayments()
+    first, second = db.session(), db.session()
+    first.begin()
+    second.begin()
+    first.charge(1042, 40, "m-7f3")
+    second.charge(1042, 40, "m-7f3")
+    first.commit()
+    second.commit()
+    assert db.total_charged() == 80
+
+
 def test_a_conditional_put_is_rejected_when_the_key_exists():
     table = KeyValueTable()
     assert table.put("msg#m-7f3", {"message_id": "m-7f3"}, if_absent=True)

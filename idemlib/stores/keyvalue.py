@@ -14,6 +14,7 @@ same handlers run on it:
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,11 @@ class KeyValueTable:
     def __post_init__(self) -> None:
         self._delays = random.Random(self.seed)
         self._deleted_at: dict[str, float] = {}
+        self._item_numbers = itertools.count(1)
+
+    def new_key(self, prefix: str) -> str:
+        """A key no other item has or will have, as a generated item ID would be."""
+        return f"{prefix}#{next(self._item_numbers)}"
 
     def put(self, key: str, item: dict[str, Any], *, if_absent: bool = False) -> bool:
         """PutItem; with ``if_absent`` the condition ``attribute_not_exists`` applies. Returns whether it was written."""
@@ -113,8 +119,7 @@ class KeyValueSession:
         return f"msg#{message_id}" in self._table.items
 
     def charge(self, order_id: int, amount: int, message_id: str) -> None:
-        key = f"pay#{message_id}#{len(self._table.items)}#{len(self._pending or [])}"
-        self._write(key, {"order_id": order_id, "amount": amount, "message_id": message_id}, if_absent=False)
+        self._write(self._table.new_key(f"pay#{message_id}"), {"order_id": order_id, "amount": amount, "message_id": message_id}, if_absent=False)
 
 
 class KeyValuePayments:

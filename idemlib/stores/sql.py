@@ -191,5 +191,16 @@ class SqlPayments:
         return int(self._rows("SELECT coalesce(sum(amount), 0) FROM payments")[0][0])
 
 
-PaymentsDatabase = SqlPayments
-"""What the simulator needs of a database: sessions, and the committed payments to read back."""
+class PaymentsDatabase(Protocol):
+    """What the simulator needs of a database: sessions, and the committed payments to read back.
+
+    The SQL engines and the key-value model both provide it.
+    """
+
+    engine: str
+
+    def session(self) -> Any: ...
+    def payments(self) -> pd.DataFrame: ...
+    def processed_ids(self) -> list[str]: ...
+    def total_charged(self) -> int: ...
+    def empty(self) -> None: ...
