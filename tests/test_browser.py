@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import shutil
 import socket
@@ -97,8 +98,9 @@ def jupyterlab(tmp_path):
     lessons.mkdir()
     settings.mkdir(parents=True)
     shutil.copy(lesson_paths()[1].parent / LESSON_01, lessons / LESSON_01)
-    # Render every cell, not only those in view, so the whole notebook's outputs are in the page.
-    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
+    # Render every cell, not only those in view, so the whole notebook's outputs are in the page;
+    # start the notebook's kernel without asking, as a learner who ticked "always start" would.
+    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none", "autoStartDefaultKernel": true}')
     port, token = free_port(), "course-smoke-test"
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
@@ -135,22 +137,30 @@ def test_lesson_01_runs_in_jupyterlab_and_its_step_through_moves(browser, jupyte
         page.close()
 
 
+def wait_for_idle_kernel(url: str, timeout: float = 120.0) -> None:
+    """Wait until the server reports the notebook's kernel started and idle: a click before that is lost."""
+    base, token = url.split("/lab/")[0], url.split("token=")[1]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=5) as answer:
+            sessions = json.load(answer)
+        if any((s.get("kernel") or {}).get("execution_state") == "idle" for s in sessions):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the notebook's kernel was not idle within {timeout:.0f} s")
+
+
 def run_lesson_01(page, url):
     page.goto(url)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    wait_for_idle_kernel(url)
     for _ in range(3):  # an early click can reach a kernel that is not connected yet: try again
-        # Under load JupyterLab may ask which kernel to start; answer as a person would.
-        select = page.locator(".jp-Dialog button", has_text="Select")
-        if select.count():
-            select.first.click()
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
         page.get_by_role("menuitem", name="Run").click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         try:
             page.wait_for_function(
                 "() => /\\[(\\d+|\\*)\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
-                timeout=15_000,
+                timeout=30_000,
             )
             break
         except Exception:  # noqa: BLE001 - playwright's TimeoutError; nothing ran
