@@ -16,7 +16,9 @@ from idemlib.facts import load_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-CONDA_NAMES = {"python-duckdb": "duckdb", "psycopg[binary]": "psycopg", "redis-py": "redis"}  # conda-forge's psycopg brings libpq
+# conda-forge's psycopg brings libpq; its powertools needs redis-py, listed on its own, for the [redis] extra.
+CONDA_NAMES = {"python-duckdb": "duckdb", "psycopg[binary]": "psycopg", "redis-py": "redis",
+               "aws-lambda-powertools": "aws-lambda-powertools[redis]"}
 
 
 def requirement(spec: str) -> tuple[str, str]:

@@ -9,6 +9,7 @@ import weakref
 import psycopg
 from psycopg import errors
 
+from idemlib.servers import require_servers  # noqa: F401 - re-exported by idemlib.stores
 from idemlib.stores.sql import Cursor, SqlPayments
 
 DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:5432/idemlib"
@@ -31,11 +32,6 @@ def postgres_unavailable() -> str | None:
             return None
     except Exception as error:  # noqa: BLE001 - any failure to connect means the same thing here
         return f"PostgreSQL is not reachable at {postgres_url()} ({type(error).__name__}). {HOW_TO_START}"
-
-
-def require_servers() -> bool:
-    """Whether a missing server is an error rather than a skip (CI sets ``IDEMLIB_REQUIRE_SERVERS=1``)."""
-    return os.environ.get("IDEMLIB_REQUIRE_SERVERS", "") not in ("", "0")
 
 
 def _drop_schema(url: str, schema: str) -> None:
