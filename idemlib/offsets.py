@@ -7,241 +7,30 @@ That works only while records reach the consumer in order: one partition (subjec
 per offset, and one record in flight at a time. A crash between any two steps
 leaves either both the effect and the offset, or neither.
 
-The NATS code here is the minimum this lesson needs (a stream, a durable pull
-consumer, publish, fetch, ack), run on a private asyncio loop in a background
-thread so that notebook cells stay synchronous.
+The log is a real NATS JetStream stream (:mod:`idemlib.jetstream_log`) or an
+in-process model of one (:mod:`idemlib.ordered_log`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import json
-import os
-import threading
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import pandas as pd
 
-from idemlib.servers import NATS
+from idemlib.jetstream_log import JetStreamLog
+from idemlib.ordered_log import MemoryLog, OrderedLog, Record
+from idemlib.servers import NATS, available
 
 STEPS = ("fetch", "begin", "read offset", "apply", "store offset", "commit", "ack")
 """The offset consumer's steps for one record; a crash can strike before any of them."""
 
-T = TypeVar("T")
-_runs = itertools.count(1)
 
-
-@dataclass
-class Record:
-    """One delivery of a log record: its stream sequence, subject, payload and the way to acknowledge it."""
-
-    seq: int
-    subject: str
-    data: dict[str, Any]
-    ack: Callable[[], None]
-
-
-class Subscription(Protocol):
-    def fetch(self) -> Record | None: ...
-    def done(self) -> bool: ...
-    def close(self) -> None: ...
-
-
-class OrderedLog(Protocol):
-    """What the offset consumer needs of a log: append records, and durable consumers that redeliver unacked ones."""
-
-    kind: str
-
-    def append(self, subject: str, data: dict[str, Any]) -> int: ...
-    def subscribe(self, consumer: str, subject: str | None = None, max_in_flight: int = 1) -> Subscription: ...
-    def close(self) -> None: ...
-
-
-# --- The in-process model: a list of records and, per consumer, what was delivered and acked.
-
-@dataclass
-class _ModelConsumer:
-    subject: str | None
-    max_in_flight: int
-    next_index: int = 0
-    unacked: dict[int, int] = field(default_factory=dict)  # seq -> index, delivered but not acked
-
-
-class MemoryLog:
-    """An ordered log in process, with JetStream's rules for a durable consumer with explicit acks.
-
-    Assumptions of the model: a record delivered but never acked comes back to the
-    next subscription (a restarted process) once its ack wait has passed, which is
-    after any record that may be sent meanwhile: at most ``max_in_flight`` records are
-    out unacked at a time, so with one in flight nothing overtakes it.
-    """
-
-    kind = "in-process model of an ordered log"
-
-    def __init__(self) -> None:
-        self.records: list[tuple[int, str, dict[str, Any]]] = []
-        self.consumers: dict[str, _ModelConsumer] = {}
-
-    def append(self, subject: str, data: dict[str, Any]) -> int:
-        self.records.append((len(self.records) + 1, subject, dict(data)))
-        return len(self.records)
-
-    def subscribe(self, consumer: str, subject: str | None = None, max_in_flight: int = 1) -> _ModelSubscription:
-        state = self.consumers.setdefault(consumer, _ModelConsumer(subject, max_in_flight))
-        return _ModelSubscription(self, state)
-
-    def close(self) -> None:
-        self.records.clear()
-
-
-class _ModelSubscription:
-    def __init__(self, log: MemoryLog, state: _ModelConsumer) -> None:
-        self._log, self._state = log, state
-        self._redeliver = sorted(state.unacked)  # what the previous process left unacked comes back first
-
-    def _matches(self, index: int) -> bool:
-        return self._state.subject is None or self._log.records[index][1] == self._state.subject
-
-    def fetch(self) -> Record | None:
-        state = self._state
-        while state.next_index < len(self._log.records) and not self._matches(state.next_index):
-            state.next_index += 1
-        room = len(state.unacked) < state.max_in_flight
-        if self._redeliver and (not room or state.next_index >= len(self._log.records)):
-            # its ack wait runs out only after whatever else may be sent meanwhile has been sent
-            return self._record(state.unacked[self._redeliver.pop(0)])
-        if not room or state.next_index >= len(self._log.records):
-            return None
-        index, state.next_index = state.next_index, state.next_index + 1
-        state.unacked[index + 1] = index
-        return self._record(index)
-
-    def _record(self, index: int) -> Record:
-        seq, subject, data = self._log.records[index]
-        return Record(seq, subject, dict(data), lambda: self._state.unacked.pop(seq, None))
-
-    def done(self) -> bool:
-        rest = range(self._state.next_index, len(self._log.records))
-        return not self._state.unacked and not any(self._matches(i) for i in rest)
-
-    def close(self) -> None:
-        self._redeliver = []
-
-
-# --- The real NATS JetStream: a stream per run, a durable pull consumer per reader.
-
-class _Loop:
-    """A private asyncio event loop in a daemon thread: run a coroutine and wait for its result.
-
-    Jupyter already runs a loop in the main thread, so ``asyncio.run`` cannot be used in a cell.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-
-    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
-class JetStreamLog:
-    """A real JetStream stream named for this process and run, with subjects ``<stream>.<subject>``.
-
-    ``ack_wait`` is short (seconds) so that a record a crashed consumer left unacked
-    comes back quickly. :meth:`close` deletes the stream.
-    """
-
-    kind = "real NATS JetStream"
-
-    def __init__(self, url: str | None = None, ack_wait: float = 0.25) -> None:
-        import nats
-
-        self.name = f"idemlib_l10_{os.getpid()}_{next(_runs)}"
-        self.ack_wait = ack_wait
-        self._loop = _Loop()
-
-        async def connect() -> Any:
-            connection = await nats.connect(url or NATS.url(), connect_timeout=3, allow_reconnect=False)
-            stream = connection.jetstream()
-            await stream.add_stream(name=self.name, subjects=[f"{self.name}.>"])
-            return connection, stream
-
-        self._connection, self._js = self._loop.run(connect())
-
-    def append(self, subject: str, data: dict[str, Any]) -> int:
-        ack = self._loop.run(self._js.publish(f"{self.name}.{subject}", json.dumps(data).encode()))
-        return int(ack.seq)
-
-    def subscribe(self, consumer: str, subject: str | None = None, max_in_flight: int = 1) -> _JetStreamSubscription:
-        from nats.js.api import AckPolicy, ConsumerConfig
-        from nats.js.errors import NotFoundError
-
-        async def bind() -> Any:
-            try:
-                await self._js.consumer_info(self.name, consumer)
-            except NotFoundError:
-                await self._js.add_consumer(self.name, ConsumerConfig(
-                    durable_name=consumer, ack_policy=AckPolicy.EXPLICIT, ack_wait=self.ack_wait,
-                    max_ack_pending=max_in_flight, filter_subject=f"{self.name}.{subject or '>'}"))
-            return await self._js.pull_subscribe_bind(durable=consumer, stream=self.name)
-
-        return _JetStreamSubscription(self, consumer, self._loop.run(bind()))
-
-    def close(self) -> None:
-        async def finish() -> None:
-            try:
-                await self._js.delete_stream(self.name)
-            finally:
-                await self._connection.close()
-
-        try:
-            self._loop.run(finish())
-        finally:
-            self._loop.stop()
-
-
-class _JetStreamSubscription:
-    def __init__(self, log: JetStreamLog, consumer: str, subscription: Any) -> None:
-        self._log, self._consumer, self._sub = log, consumer, subscription
-
-    def fetch(self) -> Record | None:
-        import nats.errors
-
-        async def one() -> Any:
-            try:
-                return (await self._sub.fetch(1, timeout=self._log.ack_wait * 3))[0]
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
-                return None
-
-        message = self._log._loop.run(one())
-        if message is None:
-            return None
-        subject = message.subject.removeprefix(f"{self._log.name}.")
-        return Record(message.metadata.sequence.stream, subject, json.loads(message.data),
-                      lambda: self._log._loop.run(message.ack_sync()))
-
-    def done(self) -> bool:
-        info = self._log._loop.run(self._log._js.consumer_info(self._log.name, self._consumer))
-        return info.num_pending == 0 and info.num_ack_pending == 0
-
-    def close(self) -> None:
-        self._log._loop.run(self._sub.unsubscribe())
-
-
-def open_log(prefer_real: bool = True) -> OrderedLog:
-    """The real JetStream when NATS answers (see :func:`idemlib.servers.available`), else the in-process model."""
-    from idemlib.servers import available
-
-    if prefer_real and available(NATS):
-        return JetStreamLog()
-    return MemoryLog()
+def log_factory() -> Callable[[], OrderedLog]:
+    """:class:`JetStreamLog` when NATS answers, else :class:`MemoryLog` (after saying why and how to start NATS)."""
+    return JetStreamLog if available(NATS) else MemoryLog
 
 
 # --- The consumer: effect and offset in one DuckDB transaction.
@@ -316,7 +105,7 @@ def consume(log: OrderedLog, projection: Projection, consumer: str = "payments",
                         record = subscription.fetch()
                         if record is None:
                             break
-                    elif not _step(step, record, projection, part, use_offset):
+                    elif not apply_step(step, record, projection, part, use_offset):
                         break
                 previous = record.seq if record is not None else previous
             return crashes
@@ -333,7 +122,7 @@ class _Crash(Exception):
     """The consumer's process dies here."""
 
 
-def _step(step: str, record: Record, projection: Projection, part: str, use_offset: bool) -> bool:
+def apply_step(step: str, record: Record, projection: Projection, part: str, use_offset: bool) -> bool:
     """Do one step for ``record``; False when the record is finished early (skipped as applied before)."""
     session = projection.session
     if step == "begin":
@@ -364,15 +153,16 @@ EVENTS = (("orders", {"order_id": 1042, "amount": 40}), ("orders", {"order_id": 
 
 
 def offset_crash_matrix(make_log: Callable[[], OrderedLog], *, crash_seq: int = 2, use_offset: bool = True,
-                        max_in_flight: int = 1, events: tuple[tuple[str, dict[str, Any]], ...] = EVENTS
-                        ) -> pd.DataFrame:
-    """Crash the offset consumer before each step of record ``crash_seq`` on a fresh log; count each record's effects.
+                        max_in_flight: int = 1, events: tuple[tuple[str, dict[str, Any]], ...] = EVENTS,
+                        steps: tuple[str | None, ...] = (None, *STEPS)) -> pd.DataFrame:
+    """Crash the offset consumer before each of ``steps`` (None: no crash) of record ``crash_seq``, each on a fresh
+    log, and count each record's effects.
 
     One row per crash point: the crashes, how many records were applied once, twice
     or never, and the totals per order.
     """
     rows = []
-    for step in (None, *STEPS):
+    for step in steps:
         log = make_log()
         try:
             sequences = [log.append(subject, data) for subject, data in events]
@@ -386,3 +176,49 @@ def offset_crash_matrix(make_log: Callable[[], OrderedLog], *, crash_seq: int = 
             log.close()
     return pd.DataFrame(rows, columns=["fault", "crashes", "applied once", "applied twice", "never applied",
                                        "paid per order"])
+
+
+def shared_offset_run(make_log: Callable[[], OrderedLog], *, shared: bool) -> pd.DataFrame:
+    """Records alternating between subjects ``a`` and ``b``, each read by its own consumer, b's first.
+
+    With ``shared`` both consumers store one position for the whole stream: b's
+    reader moves it past a's records, which a's reader then skips as applied.
+    Without it each subject keeps its own offset. One row per record.
+    """
+    log = make_log()
+    try:
+        events = [("a", {"order_id": 1042, "amount": 40}), ("b", {"order_id": 2077, "amount": 15}),
+                  ("a", {"order_id": 1042, "amount": 5}), ("b", {"order_id": 2077, "amount": 25})]
+        sequences = [log.append(subject, data) for subject, data in events]
+        projection = Projection()
+        for subject in ("b", "a"):
+            consume(log, projection, f"reader-{subject}", subject=subject, part="all" if shared else subject)
+        applied = projection.applied_per_record(sequences)
+    finally:
+        log.close()
+    return pd.DataFrame({"subject": [s for s, _ in events], "order": [d["order_id"] for _, d in events],
+                         "amount ($)": [d["amount"] for _, d in events], "times applied": list(applied)},
+                        index=pd.Index(sequences, name="stream sequence"))
+
+
+def rebuild_projection(make_log: Callable[[], OrderedLog], events: tuple[tuple[str, dict[str, Any]], ...],
+                       crash: CrashAt) -> pd.DataFrame:
+    """Build the totals live, then rebuild them from the log with a fresh consumer that crashes once on the way.
+
+    The rebuild starts from an empty output and the stream's first record; its offset
+    makes the redelivery after the crash harmless. One row per order, live and rebuilt.
+    """
+    log = make_log()
+    try:
+        for subject, data in events:
+            log.append(subject, data)
+        live = Projection()
+        consume(log, live, "live")
+        rebuilt = Projection()
+        crashes = consume(log, rebuilt, "rebuild", crash=crash)
+    finally:
+        log.close()
+    frame = pd.DataFrame({"live projection ($)": live.totals(), "rebuilt from the log ($)": rebuilt.totals()})
+    frame.index.name = "order"
+    frame.attrs["crashes during rebuild"] = crashes
+    return frame

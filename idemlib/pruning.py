@@ -81,9 +81,9 @@ def _date(day: int) -> str:
 class PruningBench:
     """Both tables filled with the same ``days`` × ``rows_per_day`` IDs, one partition per day, plus today's."""
 
-    days: int = 5
-    rows_per_day: int = 20_000
-    batch: int = 2_000
+    days: int = 4
+    rows_per_day: int = 10_000
+    batch: int = 1_000
     url: str | None = None
     schema: ScratchSchema = field(init=False)
 
@@ -165,7 +165,7 @@ class PruningBench:
         self.schema.drop()
 
 
-def measure_pruning(days: int = 5, rows_per_day: int = 20_000, batch: int = 2_000, reader_seconds: float = 0.4,
+def measure_pruning(days: int = 4, rows_per_day: int = 10_000, batch: int = 1_000, reader_seconds: float = 0.4,
                     url: str | None = None) -> dict[str, pd.DataFrame]:
     """Prune one day of IDs three ways on real PostgreSQL, with a consumer inserting all along.
 
@@ -244,3 +244,20 @@ def duckdb_delete_behaviour(rows: int = 200_000) -> pd.DataFrame:
         os.remove(path)
         os.rmdir(folder)
     return pd.DataFrame(steps, columns=["after", "rows", "file size (MB)"]).set_index("after")
+
+
+def postgres_for_lesson() -> str | None:
+    """PostgreSQL's URL when a server answers; else None, after saying why and how to start one.
+
+    Where servers are required (``IDEMLIB_REQUIRE_SERVERS=1``, as in CI) a missing server is an error instead.
+    """
+    from idemlib.servers import ServerMissing, require_servers
+    from idemlib.stores.postgres_store import postgres_unavailable
+
+    reason = postgres_unavailable()
+    if reason is None:
+        return postgres_url()
+    if require_servers():
+        raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
+    print(f"{reason} The PostgreSQL measurements of this lesson are skipped.")
+    return None

@@ -93,6 +93,11 @@ class DatedInbox:
         return len(self.db.execute("DELETE FROM processed_messages WHERE processed_at < ? RETURNING 1",
                                    [now - retention]).fetchall())
 
+    def reset(self) -> None:
+        """Forget every ID and payment, so the next run starts from nothing."""
+        self.db.execute("DELETE FROM processed_messages")
+        self.db.execute("DELETE FROM payments")
+
     def remembered(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM processed_messages").fetchone()[0])
 
@@ -101,17 +106,20 @@ class DatedInbox:
 
 
 def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: float = 15 * 60,
-                   amount: int = 40, message_id: str = "m-7f3") -> pd.DataFrame:
+                   amount: int = 40, message_id: str = "m-7f3", inbox: DatedInbox | None = None) -> pd.DataFrame:
     """Play the worst late duplicate against an inbox pruned every ``prune_every`` seconds, keeping ``retention``.
 
     The model's assumptions: ``message_id`` is handled at time 0; a copy the producer
     retried at the end of its retry horizon waits out the queue's retention, is
     dead-lettered, and is replayed at the end of the DLQ window, so it arrives five
     minutes before the horizon has passed. One row per event, with what the inbox did.
+    ``inbox`` (emptied first) saves opening a new database for every run of a sweep.
     """
-    if retention <= 0:
+    if not isinstance(retention, int | float) or retention <= 0:
         raise ValueError(f"retention must be a positive number of seconds; got {retention!r}")
-    inbox = DatedInbox()
+    if inbox is None:
+        inbox = DatedInbox()
+    inbox.reset()
     events = [(0.0, "first delivery", "charged" if inbox.handle(message_id, amount, 0.0) else "skipped")]
     replay_at = config.horizon() - 5 * 60
     pruned_at = None
@@ -133,20 +141,23 @@ def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: fl
 def retention_sweep(config: RetentionConfig, offsets_hours: list[float], **kwargs: float) -> pd.DataFrame:
     """Total charged for the late duplicate when retention is the horizon plus each offset (in hours)."""
     rows = []
+    inbox = DatedInbox()
     for offset in offsets_hours:
         retention = config.horizon() + offset * HOUR
-        rows.append((offset, retention / HOUR, late_duplicate(retention, config, **kwargs).attrs["total charged"]))
+        played = late_duplicate(retention, config, inbox=inbox, **kwargs)
+        rows.append((offset, retention / HOUR, played.attrs["total charged"]))
     return pd.DataFrame(rows, columns=["retention minus horizon (h)", "retention (h)", "total charged"])
 
 
 def table_growth(messages_per_day: int, days: int, retention_days: int | None = None,
-                 postgres_url: str | None = None) -> pd.DataFrame:
+                 postgres_url: str | None = None, every: int = 1) -> pd.DataFrame:
     """The inbox table day by day: rows, and bytes on disk in a DuckDB file and (with ``postgres_url``) PostgreSQL.
 
     Each day adds ``messages_per_day`` IDs (32-character hex, like a UUID without
     dashes). With ``retention_days``, a pruning job then deletes IDs older than that.
     DuckDB's size is its file after a ``CHECKPOINT``; PostgreSQL's is
-    ``pg_total_relation_size`` (table, index and their free space).
+    ``pg_total_relation_size`` (table, index and their free space). Sizes are
+    measured (and the pruning job run) every ``every`` days.
     """
     folder = tempfile.mkdtemp(prefix="idemlib-growth-")
     path = os.path.join(folder, "inbox.duckdb")
@@ -156,17 +167,19 @@ def table_growth(messages_per_day: int, days: int, retention_days: int | None = 
     pg = _PostgresGrowth(postgres_url, create) if postgres_url else None
     rows = []
     try:
-        for day in range(days):
-            first = day * messages_per_day
-            insert = ("INSERT INTO processed_messages SELECT md5(CAST(n AS VARCHAR)), {day} FROM range({a}, {b}) t(n)")
-            duck.execute(insert.format(day=day, a=first, b=first + messages_per_day))
+        for day in range(every - 1, days, every):
+            first = (day + 1 - every) * messages_per_day
+            insert = ("INSERT INTO processed_messages SELECT md5(CAST(n AS VARCHAR)), n // {per_day} "
+                      "FROM range({a}, {b}) t(n)")
+            duck.execute(insert.format(per_day=messages_per_day, a=first, b=(day + 1) * messages_per_day))
             if retention_days is not None:
                 duck.execute(f"DELETE FROM processed_messages WHERE processed_on <= {day - retention_days}")
             duck.execute("CHECKPOINT")
             count = duck.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
             row = {"day": day + 1, "rows": count, "DuckDB file (MB)": os.path.getsize(path) / 1e6}
             if pg is not None:
-                row["PostgreSQL (MB)"] = pg.day(day, first, messages_per_day, retention_days) / 1e6
+                row["PostgreSQL (MB)"] = pg.day(day, first, (day + 1) * messages_per_day, messages_per_day,
+                                                retention_days) / 1e6
             rows.append(row)
     finally:
         duck.close()
@@ -187,9 +200,9 @@ class _PostgresGrowth:
         self.connection = self.scratch.connect()
         self.connection.execute(create)
 
-    def day(self, day: int, first: int, count: int, retention_days: int | None) -> int:
-        self.connection.execute("INSERT INTO processed_messages SELECT md5(n::text), %s FROM generate_series(%s::int, %s::int) n",
-                                (day, first, first + count - 1))
+    def day(self, day: int, first: int, end: int, per_day: int, retention_days: int | None) -> int:
+        self.connection.execute("INSERT INTO processed_messages SELECT md5(n::text), n / %s "
+                                "FROM generate_series(%s::int, %s::int) n", (per_day, first, end - 1))
         if retention_days is not None:
             self.connection.execute("DELETE FROM processed_messages WHERE processed_on <= %s", (day - retention_days,))
             self.connection.execute("VACUUM processed_messages")
