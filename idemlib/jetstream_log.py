@@ -105,7 +105,7 @@ class _JetStreamSubscription:
         async def one() -> Any:
             try:
                 return (await self._sub.fetch(1, timeout=self._log.ack_wait * 3))[0]
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.TimeoutError):
                 return None
 
         message = self._log._loop.run(one())

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
+from idemlib.stores.sql import Cursor
+
 
 @dataclass(frozen=True)
 class StatusChange:
@@ -147,17 +149,17 @@ OPERATIONS = {
     "upsert that sets (ON CONFLICT DO UPDATE SET paid = excluded.paid)": (
         "INSERT INTO order_totals VALUES (1042, 40) ON CONFLICT (order_id) DO UPDATE SET paid = excluded.paid", True),
     "upsert that adds (DO UPDATE SET paid = order_totals.paid + excluded.paid)": (
-        "INSERT INTO order_totals VALUES (1042, 40) ON CONFLICT (order_id) "
-        "DO UPDATE SET paid = order_totals.paid + excluded.paid", True),
+        ("INSERT INTO order_totals VALUES (1042, 40) ON CONFLICT (order_id) "
+         "DO UPDATE SET paid = order_totals.paid + excluded.paid"), True),
 }
 
 
-def run_repeatedly(cursor: object, statement: str, times: int, *, totals: bool) -> int:
+def run_repeatedly(cursor: Cursor, statement: str, times: int, *, totals: bool) -> int:
     """Set the account to \\$1,000 (or empty the order totals), run ``statement`` ``times`` times, and read the result.
 
     ``cursor`` is a DuckDB connection or a psycopg connection on a scratch schema.
     """
-    run = cursor.execute  # type: ignore[attr-defined]
+    run = cursor.execute
     run("CREATE TABLE IF NOT EXISTS accounts (id INTEGER PRIMARY KEY, balance INTEGER)")
     run("CREATE TABLE IF NOT EXISTS order_totals (order_id INTEGER PRIMARY KEY, paid INTEGER)")
     run("DELETE FROM accounts")
@@ -169,7 +171,7 @@ def run_repeatedly(cursor: object, statement: str, times: int, *, totals: bool) 
     return int(run(read).fetchone()[0])
 
 
-def run_twice_table(cursors: dict[str, object]) -> pd.DataFrame:
+def run_twice_table(cursors: dict[str, Cursor]) -> pd.DataFrame:
     """For each operation and engine: the value after running it once and after running it twice."""
     rows = []
     for name, (statement, totals) in OPERATIONS.items():

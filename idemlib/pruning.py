@@ -132,15 +132,12 @@ class PruningBench:
         samples: list[tuple[float, float]] = []
         today = f"'{_date(self.days)}"
         sql = f"INSERT INTO {table} VALUES (%s, {today}) ON CONFLICT DO NOTHING"
-        ids = [f"new-{next(self._new_ids)}" for _ in range(200_000)]
 
         def consume() -> None:
             with self.schema.connect() as connection:
-                for message_id in ids:
-                    if stop.is_set():
-                        return
+                while not stop.is_set():
                     started = time.perf_counter()
-                    connection.execute(sql, (message_id,))
+                    connection.execute(sql, (f"new-{next(self._new_ids)}",))
                     samples.append((started, time.perf_counter() - started))
 
         consumer = threading.Thread(target=consume, daemon=True)
@@ -188,7 +185,12 @@ def measure_pruning(days: int = 4, rows_per_day: int = 10_000, batch: int = 1_00
             reader = bench.schema.connect()
             reader.execute("BEGIN")
             reader.execute("SELECT count(*) FROM inbox_daily")  # holds a lock on every partition until it ends
-            threading.Timer(reader_seconds, lambda: (reader.execute("COMMIT"), reader.close())).start()
+
+            def report_finishes() -> None:
+                reader.execute("COMMIT")
+                reader.close()
+
+            threading.Timer(reader_seconds, report_finishes).start()
             bench.connection.execute(f"DROP TABLE {partition_name(1)}")
 
         results["DROP PARTITION behind a reader"] = bench.insert_latencies("inbox_daily", drop_behind_reader)

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
+from idemlib.clock import VirtualClock
 from idemlib.facts import fact_seconds
+from idemlib.pruning import scratch_schema
+from idemlib.stores.keyvalue import KeyValueTable
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -194,8 +197,6 @@ class _PostgresGrowth:
     """The same daily inserts and pruning on a real PostgreSQL, in a schema of its own dropped at the end."""
 
     def __init__(self, url: str, create: str) -> None:
-        from idemlib.pruning import scratch_schema
-
         self.scratch = scratch_schema(url)
         self.connection = self.scratch.connect()
         self.connection.execute(create)
@@ -223,9 +224,6 @@ def ttl_reads(ttl: float, hours: list[float], markers: int = 50, seed: int = 3,
     expired); ``live`` is what a reader gets when it filters on the expiry attribute
     (``expires_at > now``), which is what the time to live promised.
     """
-    from idemlib.clock import VirtualClock
-    from idemlib.stores.keyvalue import KeyValueTable
-
     clock = VirtualClock()
     table = KeyValueTable(clock=clock, seed=seed, deletion_delay_seconds=delay)
     for n in range(markers):
@@ -240,16 +238,13 @@ def ttl_reads(ttl: float, hours: list[float], markers: int = 50, seed: int = 3,
                         ).set_index("hours after writing")
 
 
-def claim_with_ttl(table: object, message_id: str, ttl: float, *, filter_expired: bool) -> bool:
+def claim_with_ttl(table: KeyValueTable, message_id: str, ttl: float, *, filter_expired: bool) -> bool:
     """A conditional put of ``msg#<id>`` with a time to live; True if the ID was claimed (so: do the work).
 
     Without ``filter_expired`` the condition is ``attribute_not_exists(pk)``: an
     expired marker the store has not deleted yet still blocks. With it, the
     condition adds ``OR expires_at <= :now``, so the ID is remembered exactly ``ttl``.
     """
-    from idemlib.stores.keyvalue import KeyValueTable
-
-    assert isinstance(table, KeyValueTable)
     key, now = f"msg#{message_id}", table.clock.now()
     table.reap()
     existing = table.items.get(key)
@@ -265,9 +260,6 @@ def ttl_late_duplicates(ttl: float, arrivals_hours: list[float], seed: int = 3) 
     Each arrival is played on a fresh store, with and without the filter on the
     expiry attribute: the column says whether the duplicate was charged again.
     """
-    from idemlib.clock import VirtualClock
-    from idemlib.stores.keyvalue import KeyValueTable
-
     rows = []
     for hour in arrivals_hours:
         verdicts = []

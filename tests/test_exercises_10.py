@@ -11,6 +11,8 @@ from idemlib.ordering import VERSION_GUARD
 UPSERT_GUARD = ("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
                 "status = excluded.status, version = excluded.version WHERE orders.version < excluded.version")
 
+GUARD_WITH = "UPDATE orders SET status = $status, version = $version WHERE order_id = $order_id AND {}"
+
 BANKS = {
     "check_safe_retention": Bank(
         right=[(414,), (datetime.timedelta(days=17, hours=6),), (432,)],
@@ -29,10 +31,8 @@ BANKS = {
         wrong=[
             Wrong(("UPDATE orders SET status = $status WHERE order_id = $order_id",), "$version"),
             Wrong(("UPDATE orders SET status = $status WHERE order_id = $order_id AND version < $version",), "remember"),
-            Wrong(("UPDATE orders SET status = $status, version = $version WHERE order_id = $order_id "
-                   "AND version > $version",), "arrival orders"),
-            Wrong(("UPDATE orders SET status = $status, version = $version WHERE order_id = $order_id "
-                   "AND version <> $version",), "arrival orders"),
+            Wrong((GUARD_WITH.format("version > $version"),), "arrival orders"),  # the comparison reversed
+            Wrong((GUARD_WITH.format("version <> $version"),), "arrival orders"),  # any other version wins
             Wrong(("UPDATE order SET status = $status, version = $version WHERE version < $version",), "refused"),
         ],
     ),

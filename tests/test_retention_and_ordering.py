@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import need_postgres
 
-from idemlib.offsets import STEPS, CrashAt, JetStreamLog, MemoryLog, Projection, consume, offset_crash_matrix
+from idemlib.jetstream_log import JetStreamLog
+from idemlib.offsets import STEPS, CrashAt, Projection, consume, offset_crash_matrix
+from idemlib.ordered_log import MemoryLog
 from idemlib.ordering import (PAID, REFUNDED, VERSION_GUARD, WRITERS, OrderTable, Writer, arrival_orders,
                               explore_orderings, ordering_counts, run_twice_table)
 from idemlib.pruning import PruningBench, duckdb_delete_behaviour
@@ -105,7 +107,7 @@ def test_upserts_behave_the_same_on_real_postgresql():
     schema = scratch_schema()
     try:
         with schema.connect() as connection:
-            table = run_twice_table({"PostgreSQL": connection})
+            table = run_twice_table({"PostgreSQL": connection.cursor()})
         assert list(table["PostgreSQL: twice"]) == [960, 920, 40, 80]
     finally:
         schema.drop()
