@@ -88,8 +88,19 @@ class PruningBench:
     schema: ScratchSchema = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.days < 2 or self.rows_per_day < 1 or self.batch < 1:
+            raise ValueError(f"need at least 2 days, 1 row a day and batches of 1 row or more; got days={self.days}, "
+                             f"rows_per_day={self.rows_per_day}, batch={self.batch}")
         self.schema = scratch_schema(self.url)
         self.connection = self.schema.connect()
+        try:
+            self._fill()
+        except BaseException:
+            self.close()  # leave nothing behind on a shared server
+            raise
+        self._new_ids = itertools.count(10**9)
+
+    def _fill(self) -> None:
         run = self.connection.execute
         run(PLAIN_TABLE)
         run(PLAIN_INDEX)
@@ -101,7 +112,6 @@ class PruningBench:
             run(f"INSERT INTO {table} SELECT md5(n::text), '2026-01-01'::date + (n / %s)::int "
                 "FROM generate_series(0, %s) n", (self.rows_per_day, self.days * self.rows_per_day - 1))
             run(f"VACUUM ANALYZE {table}")
-        self._new_ids = itertools.count(10**9)
 
     def count(self, table: str) -> int:
         return int(self.connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])

@@ -125,13 +125,12 @@ def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: fl
     inbox.reset()
     events = [(0.0, "first delivery", "charged" if inbox.handle(message_id, amount, 0.0) else "skipped")]
     replay_at = config.horizon() - 5 * 60
-    pruned_at = None
     # Ticks before the retention has passed find nothing old enough to delete; start at the last of them.
     now = max(prune_every, (retention // prune_every) * prune_every)
     while now < replay_at:
-        if inbox.prune(now, retention) and pruned_at is None:
-            pruned_at = now
+        if inbox.prune(now, retention):
             events.append((now, "pruning job deletes the ID", f"{inbox.remembered()} IDs left"))
+            break  # the inbox is empty now: later runs of the job have nothing to delete
         now += prune_every
     outcome = "charged again" if inbox.handle(message_id, amount, replay_at) else "caught: skipped"
     events.append((replay_at, "DLQ replay of a retried copy arrives", outcome))
@@ -162,6 +161,9 @@ def table_growth(messages_per_day: int, days: int, retention_days: int | None = 
     ``pg_total_relation_size`` (table, index and their free space). Sizes are
     measured (and the pruning job run) every ``every`` days.
     """
+    if messages_per_day < 1 or days < 1 or every < 1 or (retention_days is not None and retention_days < 1):
+        raise ValueError("messages_per_day, days, every and retention_days (if given) must be whole numbers of 1 or "
+                         f"more; got {messages_per_day}, {days}, {every}, {retention_days}")
     folder = tempfile.mkdtemp(prefix="idemlib-growth-")
     path = os.path.join(folder, "inbox.duckdb")
     duck = duckdb.connect(path, config={"threads": 1})
