@@ -81,15 +81,17 @@ class OrderTable:
 
     def apply(self, writer: Writer, change: StatusChange) -> None:
         """Apply one delivery of ``change`` in one transaction: the inbox insert (if any) and the writer's statement."""
+        used = {name: value for name, value in change.parameters.items() if f"${name}" in writer.statement}
+        if not writer.inbox:
+            self.db.execute(writer.statement, used)  # one statement: atomic on its own
+            return
         self.db.execute("BEGIN")
         try:
-            if writer.inbox:
-                new = self.db.execute("INSERT INTO processed_messages VALUES ($message_id) ON CONFLICT DO NOTHING "
-                                      "RETURNING 1", {"message_id": change.message_id}).fetchall()
-                if not new:
-                    self.db.execute("COMMIT")
-                    return
-            used = {name: value for name, value in change.parameters.items() if f"${name}" in writer.statement}
+            new = self.db.execute("INSERT INTO processed_messages VALUES ($message_id) ON CONFLICT DO NOTHING "
+                                  "RETURNING 1", {"message_id": change.message_id}).fetchall()
+            if not new:
+                self.db.execute("COMMIT")
+                return
             self.db.execute(writer.statement, used)
         except duckdb.Error:
             self.db.execute("ROLLBACK")

@@ -132,7 +132,7 @@ class PruningBench:
         self.connection.execute(f"DROP TABLE {partition_name(0)}")
         return rows
 
-    def insert_latencies(self, table: str, during: Callable[[], object], settle: float = 0.15) -> pd.DataFrame:
+    def insert_latencies(self, table: str, during: Callable[[], object], settle: float = 0.1) -> pd.DataFrame:
         """Run ``during()`` while a consumer inserts new IDs into ``table``; every insert's start and latency.
 
         The consumer starts ``settle`` seconds before and stops ``settle`` seconds after,
