@@ -167,61 +167,84 @@ class PruningBench:
         frame.attrs["window"] = (began - origin, ended - origin)
         return frame
 
+    def drop_behind_reader(self, day: int, reader_seconds: float, lock_timeout_ms: int | None = None) -> bool:
+        """Drop ``day``'s partition while a report holds a read transaction open for ``reader_seconds``.
+
+        With ``lock_timeout_ms`` the drop gives up when it cannot have its lock in time;
+        returns whether the partition was dropped.
+        """
+        reader = self.schema.connect()
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM inbox_daily")  # holds a lock on every partition until it ends
+
+        def report_finishes() -> None:
+            reader.execute("COMMIT")
+            reader.close()
+
+        threading.Timer(reader_seconds, report_finishes).start()
+        timeout = f"{lock_timeout_ms}ms" if lock_timeout_ms is not None else "0"  # 0: wait as long as it takes
+        self.connection.execute(f"SET lock_timeout = '{timeout}'")
+        try:
+            self.connection.execute(f"DROP TABLE {partition_name(day)}")
+            return True
+        except psycopg.errors.LockNotAvailable:
+            return False
+        finally:
+            self.connection.execute("RESET lock_timeout")
+
     def close(self) -> None:
         self.connection.close()
         self.schema.drop()
 
 
 def measure_pruning(days: int = 4, rows_per_day: int = 10_000, batch: int = 1_000, reader_seconds: float = 0.4,
-                    url: str | None = None) -> dict[str, pd.DataFrame]:
-    """Prune one day of IDs three ways on real PostgreSQL, with a consumer inserting all along.
+                    lock_timeout_ms: int = 100, url: str | None = None) -> dict[str, pd.DataFrame]:
+    """Prune one day of IDs four ways on real PostgreSQL, with a consumer inserting all along.
 
     ``batched DELETE``: the plain table, ``batch`` rows per transaction.
     ``DROP PARTITION``: the partitioned table's oldest day.
     ``DROP PARTITION behind a reader``: the same, while a report holds a transaction
     open on the table for ``reader_seconds``: the drop waits for its exclusive lock,
     and every insert queues behind the waiting drop.
-    Returns each method's insert-latency table (see :meth:`PruningBench.insert_latencies`).
+    ``... with lock_timeout``: the same with ``lock_timeout`` set on the drop, which
+    gives up instead of waiting (to be retried later).
+    Returns each method's insert-latency table (see :meth:`PruningBench.insert_latencies`);
+    its ``outcome`` says whether the day was pruned.
     """
     bench = PruningBench(days, rows_per_day, batch, url)
+    runs: dict[str, tuple[str, Callable[[], object]]] = {
+        "batched DELETE": ("inbox_plain", bench.prune_batched),
+        "DROP PARTITION": ("inbox_daily", bench.prune_partition),
+        "DROP PARTITION behind a reader": ("inbox_daily", lambda: bench.drop_behind_reader(1, reader_seconds)),
+        f"... with lock_timeout {lock_timeout_ms} ms": (
+            "inbox_daily", lambda: bench.drop_behind_reader(2, reader_seconds, lock_timeout_ms)),
+    }
     results = {}
     try:
-        results["batched DELETE"] = bench.insert_latencies("inbox_plain", bench.prune_batched)
-        results["batched DELETE"].attrs["rows"] = rows_per_day
-        results["DROP PARTITION"] = bench.insert_latencies("inbox_daily", bench.prune_partition)
-        results["DROP PARTITION"].attrs["rows"] = rows_per_day
-
-        def drop_behind_reader() -> None:
-            reader = bench.schema.connect()
-            reader.execute("BEGIN")
-            reader.execute("SELECT count(*) FROM inbox_daily")  # holds a lock on every partition until it ends
-
-            def report_finishes() -> None:
-                reader.execute("COMMIT")
-                reader.close()
-
-            threading.Timer(reader_seconds, report_finishes).start()
-            bench.connection.execute(f"DROP TABLE {partition_name(1)}")
-
-        results["DROP PARTITION behind a reader"] = bench.insert_latencies("inbox_daily", drop_behind_reader)
-        results["DROP PARTITION behind a reader"].attrs["rows"] = rows_per_day
-        for label, frame in results.items():
-            frame.attrs["left in table"] = bench.count("inbox_plain" if "DELETE" in label else "inbox_daily")
+        for label, (table, prune) in runs.items():
+            outcome: list[object] = []
+            frame = bench.insert_latencies(table, lambda prune=prune, outcome=outcome: outcome.append(prune()))
+            pruned = outcome[0] is not False
+            frame.attrs["rows"] = rows_per_day if pruned else 0
+            frame.attrs["outcome"] = "day pruned" if pruned else "gave up, retry later"
+            results[label] = frame
     finally:
         bench.close()
     return results
 
 
 def pruning_summary(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per method: rows pruned, how long pruning took, and the consumer's inserts during it (count, median, worst)."""
+    """Per method: its outcome, rows pruned, how long it took, and the consumer's inserts meanwhile (count, median,
+    worst)."""
     rows = []
     for label, frame in results.items():
         during, outside = frame[frame["during pruning"]], frame[~frame["during pruning"]]
-        rows.append((label, frame.attrs["rows"], round(frame.attrs["pruning seconds"] * 1000, 1), len(during),
+        rows.append((label, frame.attrs["outcome"], frame.attrs["rows"], round(frame.attrs["pruning seconds"] * 1000, 1),
+                     len(during),
                      round(outside["latency"].median() * 1000, 2), round(during["latency"].median() * 1000, 2)
                      if len(during) else float("nan"),
                      round(frame["latency"].max() * 1000, 1)))
-    return pd.DataFrame(rows, columns=["method", "rows pruned", "pruning took (ms)", "inserts meanwhile",
+    return pd.DataFrame(rows, columns=["method", "outcome", "rows pruned", "pruning took (ms)", "inserts meanwhile",
                                        "insert median, normal (ms)", "insert median, while pruning (ms)",
                                        "longest insert (ms)"]).set_index("method")
 

@@ -62,13 +62,13 @@ def plot_prune_latency(results: dict[str, pd.DataFrame]) -> Figure:
     """Each concurrent insert's latency over time, one panel per pruning method, the pruning itself hatched."""
     figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.3 * len(results)), sharex=True)
     for ax, (label, frame), (colour, marker) in zip(axes, results.items(),
-                                                    ((BLUE, "o"), (ORANGE, "s"), (VERMILLION, "^"))):
+                                                    ((BLUE, "o"), (ORANGE, "s"), (VERMILLION, "^"), (PURPLE, "D"))):
         start, end = frame.attrs["window"]
         ax.axvspan(start, end, facecolor="none", edgecolor="grey", hatch="//", label="pruning runs")
         ax.scatter(frame["start"], frame["latency"] * 1000, s=8, color=colour, marker=marker, label="one insert")
         ax.set_yscale("log")
         ax.set_ylabel("insert (ms)")
-        ax.set_title(f"{label}: took {frame.attrs['pruning seconds'] * 1000:.0f} ms; "
+        ax.set_title(f"{label}: {frame.attrs['outcome']} in {frame.attrs['pruning seconds'] * 1000:.0f} ms; "
                      f"longest insert {frame['latency'].max() * 1000:.1f} ms", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=7)
