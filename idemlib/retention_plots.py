@@ -103,7 +103,8 @@ def plot_ordering_counts(counts: pd.DataFrame, ax: Axes | None = None) -> Axes:
                     edgecolor="white", label="ends in an older state")
     for bars in (right, wrong):
         ax.bar_label(bars, labels=[str(int(b.get_width())) if b.get_width() else "" for b in bars],
-                     label_type="center", color="white", fontweight="bold")
+                     label_type="center", color="white", fontweight="bold",
+                     bbox={"boxstyle": "round,pad=0.2", "facecolor": "black", "alpha": 0.55, "linewidth": 0})
     ax.invert_yaxis()
     ax.set_xlabel(f"arrival orders of PAID, SHIPPED, REFUNDED and two duplicates (of {int(counts['total'].iloc[0])})")
     ax.set_title("Only the version guard ends right whatever the order")
