@@ -26,15 +26,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idemlib.clock import VirtualClock
-from idemlib.http.keys import KeyRecord, KeyStore, close_cursor, retry_conflicts
+from idemlib.http.keys import KeyRecord, KeyStore, retry_conflicts
 from idemlib.http.problems import Refused, problem
 from idemlib.provider import Behaviour, behaviours
 from idemlib.stores import DuckDBPayments, PaymentsSession, WriteConflict
+from idemlib.stores.sql import Cursor
 
 MAX_KEY_LENGTH = 255
 MAX_ID = 2**31 - 1  # the INTEGER columns of the payments and order tables hold no more
 MAX_STATUS_LENGTH = 64
 ORDERS_SCHEMA = "CREATE TABLE IF NOT EXISTS order_status (order_id INTEGER PRIMARY KEY, status VARCHAR NOT NULL)"
+
+
+class _TakenOver(Exception):
+    """The claim a request worked under is no longer the key's: another request took it over."""
 
 
 def fingerprint(body: dict[str, Any]) -> str:
@@ -181,30 +186,32 @@ class ChargesApi:
             status, result = 503, problem(503, "Service unavailable", "The card network is down; retry later.")
         else:
             status, result = 201, {"id": f"ch_{next(self._charge_ids)}", **body}
-        cursor = self.payments.connect()
-        session = PaymentsSession(cursor, self.payments)
-        try:
-            session.begin()
+
+        def commit(cursor: Cursor) -> None:
+            session = PaymentsSession(cursor, self.payments)
             if status == 201:
                 session.charge(body["order_id"], body["amount"], claim.key if claim else result["id"])
             if claim is not None and not self.keys.complete(cursor, claim, status, result):
-                raise WriteConflict("the key was taken over")
-            session.commit()
+                raise _TakenOver
+
+        try:
+            retry_conflicts(self.payments, commit)  # nothing of it commits on a conflict, so it may run again
             return status, result
-        except (WriteConflict, *self.payments.conflict_errors):
-            session.rollback()
+        except _TakenOver:
             raise Refused(self.behaviour.in_progress_status, "Request taken over",
                           "This request outlived its claim on the key and another request took it over; nothing was "
                           "charged by this one. Retry with the same key to receive the answer.") from None
-        except Exception as error:  # a broken database or a bug: the effect is rolled back, the key is settled
-            session.rollback()
+        except (WriteConflict, *self.payments.conflict_errors):  # still contested after rereads: nothing committed
+            if claim is not None:
+                self.keys.settle(claim)
+            raise Refused(503, "Busy", "Concurrent requests kept this one from committing; nothing was charged. "
+                          "Retry in a moment with the same key.", headers={"Retry-After": "1"}) from None
+        except Exception as error:  # a broken database or a bug: the effect rolled back, the key is settled
             failure = problem(500, "Charge failed", f"The charge failed on the server ({type(error).__name__}) and "
                               "nothing was charged. Retry with the same key, or report the problem if it persists.")
             if claim is not None:
-                self.keys.settle_failure(claim, 500, failure)
+                self.keys.settle(claim, (500, failure))
             return 500, failure
-        finally:
-            close_cursor(cursor)
 
     def put_status(self, order_id: int, raw_body: bytes) -> tuple[int, dict[str, Any]]:
         """``PUT /orders/<id>/status``: set the status. Twice is the same as once; no key needed."""

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
-from idemlib.stores.sql import Cursor, SqlPayments
+from idemlib.stores.sql import Cursor, SqlPayments, WriteConflict
 
 KEYS_SCHEMA = """CREATE TABLE IF NOT EXISTS idempotency_keys (
     client_id   VARCHAR NOT NULL,
@@ -99,16 +99,16 @@ def retry_conflicts(database: SqlPayments, work: Callable[[Cursor], T]) -> T:
             result = work(cursor)
             cursor.execute("COMMIT")
             return result
-        except database.conflict_errors:
+        except (WriteConflict, *database.conflict_errors):
             if attempt == CONFLICT_ATTEMPTS - 1:
                 raise
             time.sleep(0.002 * 2**attempt)
         finally:
-            close_cursor(cursor)
+            _close(cursor)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def close_cursor(cursor: Cursor) -> None:
+def _close(cursor: Cursor) -> None:
     """Close ``cursor``, rolling back what a failure left open."""
     # A conflict leaves DuckDB's transaction aborted, a commit leaves none; a ROLLBACK settles both.
     try:
@@ -159,7 +159,7 @@ class KeyStore:
 
         try:
             return retry_conflicts(self.database, attempt)
-        except self.database.conflict_errors:
+        except (WriteConflict, *self.database.conflict_errors):
             return "busy", None
 
     def complete(self, cursor: Cursor, mine: KeyRecord, status: int, body: dict[str, Any]) -> bool:
@@ -173,15 +173,19 @@ class KeyStore:
                        (status, json.dumps(body), mine.client, mine.key, mine.claim))
         return bool(cursor.fetchall())
 
-    def settle_failure(self, mine: KeyRecord, status: int, body: dict[str, Any]) -> None:
-        """After the work failed and rolled back: store the failure as the answer, or else free the key.
+    def settle(self, mine: KeyRecord, answer: tuple[int, dict[str, Any]] | None = None) -> None:
+        """After the work rolled back: store ``answer`` (a failure) as the key's answer, or free the key.
 
         Either way no request is refused as busy for a claim whose work is over.
-        If even this fails (the database is gone), the deadline frees the key later.
+        If even this fails (the database is gone, or still contested), the deadline
+        frees the key later.
         """
-        for settle in (lambda cursor: self.complete(cursor, mine, status, body), lambda cursor: self.release(cursor, mine)):
+        steps = [lambda cursor: self.release(cursor, mine)]
+        if answer is not None:
+            steps.insert(0, lambda cursor: self.complete(cursor, mine, *answer))
+        for step in steps:
             try:
-                retry_conflicts(self.database, settle)
+                retry_conflicts(self.database, step)
                 return
             except Exception:  # noqa: BLE001, S112 - try the next, smaller step
                 continue
