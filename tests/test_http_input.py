@@ -5,6 +5,8 @@ table as empty as it found them.
 """
 
 import json
+import select
+import socket
 import time
 
 import pytest
@@ -112,6 +114,26 @@ def test_a_client_that_never_finishes_its_body_is_answered_408_when_the_socket_t
                                                   length="33"), finish=False)
     assert answer.status == 408 and is_problem(answer)
     assert time.monotonic() - started < 3  # bounded by the 0.3 s timeout, not by the client
+
+
+def test_a_client_dripping_its_body_a_byte_at_a_time_is_cut_off_by_the_same_timeout(server):
+    head = http_request("POST", "/charges", b"", {"Idempotency-Key": "drip"}, length="33")
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as sock:
+        sock.sendall(head)
+        answer = b""
+        for byte in json.dumps(CHARGE).encode():
+            if select.select([sock], [], [], 0.05)[0]:
+                break  # the server has answered
+            sock.sendall(bytes([byte]))
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 408") and time.monotonic() - started < 3
+
+
+def test_headers_that_stop_arriving_get_408(server):
+    answer = raw_request(server.url, b"POST /charges HTTP/1.1\r\nHost: localhost\r\nIdempotency-", finish=False)
+    assert answer.status == 408 and is_problem(answer)
 
 
 def test_an_unexpected_failure_outside_the_work_is_still_answered_with_problem_details(api, server, monkeypatch):

@@ -42,6 +42,11 @@ class _TakenOver(Exception):
     """The claim a request worked under is no longer the key's: another request took it over."""
 
 
+def _busy() -> Refused:
+    return Refused(503, "Busy", "Concurrent requests kept this one from committing; nothing was changed. "
+                   "Retry in a moment, with the same key if it has one.", headers={"Retry-After": "1"})
+
+
 def fingerprint(body: dict[str, Any]) -> str:
     """A digest of a request body, the same for the same content whatever the key order."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -204,8 +209,7 @@ class ChargesApi:
         except (WriteConflict, *self.payments.conflict_errors):  # still contested after rereads: nothing committed
             if claim is not None:
                 self.keys.settle(claim)
-            raise Refused(503, "Busy", "Concurrent requests kept this one from committing; nothing was charged. "
-                          "Retry in a moment with the same key.", headers={"Retry-After": "1"}) from None
+            raise _busy() from None
         except Exception as error:  # a broken database or a bug: the effect rolled back, the key is settled
             failure = problem(500, "Charge failed", f"The charge failed on the server ({type(error).__name__}) and "
                               "nothing was charged. Retry with the same key, or report the problem if it persists.")
@@ -220,16 +224,20 @@ class ChargesApi:
         if not isinstance(status, str) or not 0 < len(status) <= MAX_STATUS_LENGTH or not status.isprintable():
             raise Refused(400, "Invalid status", f'Send a JSON object such as {{"status": "PAID"}}: a status of 1 to '
                           f"{MAX_STATUS_LENGTH} printable characters.")
-        # Setting a value is safe to repeat, so a write conflict with a concurrent PUT is simply retried.
-        retry_conflicts(self.payments, lambda cursor: cursor.execute(
-            "INSERT OR REPLACE INTO order_status VALUES (?, ?)", (order_id, status)))
+        self._write_status("INSERT OR REPLACE INTO order_status VALUES (?, ?)", (order_id, status))
         return 200, {"order_id": order_id, "status": status}
 
     def delete_status(self, order_id: int) -> tuple[int, dict[str, Any]]:
         """``DELETE /orders/<id>/status``: remove the status. Removing what is gone changes nothing."""
-        retry_conflicts(self.payments, lambda cursor: cursor.execute(
-            "DELETE FROM order_status WHERE order_id = ?", (order_id,)))
+        self._write_status("DELETE FROM order_status WHERE order_id = ?", (order_id,))
         return 200, {"order_id": order_id, "status": None}
+
+    def _write_status(self, sql: str, parameters: tuple[Any, ...]) -> None:
+        # Setting or removing a value is safe to repeat, so a write conflict with a concurrent request is retried.
+        try:
+            retry_conflicts(self.payments, lambda cursor: cursor.execute(sql, parameters))
+        except (WriteConflict, *self.payments.conflict_errors):
+            raise _busy() from None
 
     def order_status(self, order_id: int) -> str | None:
         """The status stored for ``order_id``, or None."""

@@ -146,8 +146,10 @@ class KeyStore:
                               replays_errors=self.replays_errors)
             if decision not in RUNS:
                 return decision, found
-            mine = KeyRecord(client, key, fingerprint, now if decision == "new" else found.created_at,  # type: ignore[union-attr]
-                             claim=found.claim + 1 if found else 1, deadline=now + self.in_progress_seconds)
+            # A takeover or a rerun keeps the key's age; only an expired key starts a new life.
+            created_at = found.created_at if found is not None and decision != "new" else now
+            mine = KeyRecord(client, key, fingerprint, created_at, claim=found.claim + 1 if found else 1,
+                             deadline=now + self.in_progress_seconds)
             if found is None:
                 cursor.execute("INSERT INTO idempotency_keys (client_id, key, fingerprint, created_at, claim, deadline) "
                                "VALUES (?, ?, ?, ?, ?, ?)", (client, key, fingerprint, mine.created_at, mine.claim, mine.deadline))

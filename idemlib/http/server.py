@@ -13,6 +13,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -80,25 +81,49 @@ class _Handler(BaseHTTPRequestHandler):
         if int(length) > MAX_BODY_BYTES:
             raise Refused(413, "Content too large", f"The body may be at most {MAX_BODY_BYTES} bytes; a charge is a small "
                           'JSON object such as {"order_id": 1042, "amount": 40}.', close=True)
-        body = self.rfile.read(int(length))
+        body = self._read(int(length))
         if len(body) < int(length):
             raise Refused(400, "Body shorter than Content-Length", f"The connection ended after {len(body)} of "
                           f"{length} bytes. Send the whole body.", close=True)
         return body
 
+    def _read(self, length: int) -> bytes:
+        """Up to ``length`` bytes of body, all within one client timeout: a client dripping a byte at a time is cut off too."""
+        deadline = time.monotonic() + self.server.client_timeout
+        chunks: list[bytes] = []
+        while length > 0:
+            if (remaining := deadline - time.monotonic()) <= 0:
+                raise TimeoutError("the body took too long")
+            self.connection.settimeout(remaining)
+            if not (chunk := self.rfile.read1(min(length, 65536))):
+                break  # the client closed its side early
+            chunks.append(chunk)
+            length -= len(chunk)
+        return b"".join(chunks)
+
+    def parse_request(self) -> bool:
+        """http.server's reading of the request line and headers, with a 408 for headers that stop arriving."""
+        try:
+            return super().parse_request()
+        except TimeoutError:
+            self.close_connection = True
+            self._reply(408, _timeout(self.server.client_timeout, "the headers"))
+            return False
+
     def _drain(self) -> None:
-        """Read and drop what the client still sends of a refused body (a bounded amount, briefly).
+        """Read and drop what the client still sends of a refused body (for a moment at most).
 
         Closing a socket with unread data resets the connection, and a reset can
         destroy the answer before the client has read it.
         """
+        deadline = time.monotonic() + min(self.server.client_timeout, 1.0)
         try:
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_WR)
-            self.connection.settimeout(min(self.server.client_timeout, 1.0))
-            budget = 4 * MAX_BODY_BYTES
-            while budget > 0 and (chunk := self.connection.recv(65536)):
-                budget -= len(chunk)
+            while (remaining := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(remaining)
+                if not self.connection.recv(65536):
+                    break
         except OSError:
             pass  # the client is gone or slow; the answer was sent
 
@@ -137,8 +162,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except TimeoutError:
             self.close_connection = True
-            self._reply(408, problem(408, "Request timeout", f"The body did not arrive within "
-                                     f"{self.server.client_timeout:g} seconds. Send it at once after the headers."))
+            self._reply(408, _timeout(self.server.client_timeout, "the body"))
+            self._drain()
             return
         except Exception as error:  # noqa: BLE001 - a bug must still be answered, never a silent close
             self.close_connection = True
@@ -151,6 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(status, body, {REPLAY_HEADER: "true"} if replayed else None)
 
     do_POST = do_PUT = do_DELETE = do_GET = do_HEAD = do_PATCH = do_OPTIONS = _handle  # noqa: N815 - http.server's naming
+
+
+def _timeout(seconds: float, part: str) -> dict[str, Any]:
+    return problem(408, "Request timeout", f"The server waited {seconds:g} seconds for {part} of the request. "
+                   "Send the whole request at once.")
 
 
 class ApiServer(ThreadingHTTPServer):
