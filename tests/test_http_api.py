@@ -228,14 +228,15 @@ def test_simultaneous_puts_and_deletes_of_one_order_are_all_answered(api, client
 
 
 def test_a_request_that_outlives_its_deadline_is_taken_over_and_only_the_takeover_charges(api, client):
-    api.work_seconds = 0.4
+    api.work_seconds = 0.8
     slow = []
     first = threading.Thread(target=lambda: slow.extend(client.post_charge(CHARGE, key="m-7f3")))
     first.start()
-    time.sleep(0.15)  # the first request has claimed the key and is at work
+    while api.stored_keys() != [("shop-1", "m-7f3", None)]:
+        time.sleep(0.01)  # until the first request has claimed the key; it is now at work
     assert client.post_charge(CHARGE, key="m-7f3")[0].status == 409
     api.clock.advance(api.in_progress_seconds)
-    api.work_seconds = 0.5
+    api.work_seconds = 0.0
     [takeover] = client.post_charge(CHARGE, key="m-7f3")
     first.join()
     assert slow[0].status == 409 and slow[0].body["title"] == "Request taken over"
@@ -260,7 +261,10 @@ def test_a_server_killed_after_the_claim_leaves_a_key_that_a_retry_takes_over_af
         url = child.stdout.readline().strip()
         impatient = Client(url, timeout=1.0)
         [first] = impatient.post_charge(CHARGE, key="m-7f3", retries=0)  # claims, then works for a minute
-        assert first.status is None and impatient.post_charge(CHARGE, key="m-7f3")[0].status == 409
+        assert first.status is None
+        give_up = time.monotonic() + 20
+        while impatient.post_charge(CHARGE, key="m-7f3", retries=0)[0].status != 409:  # the claim is committed
+            assert time.monotonic() < give_up, "the first request never claimed its key"
         child.kill()  # SIGKILL: the process dies holding the claim, with no chance to clean up
         child.wait(timeout=10)
     finally:
