@@ -46,9 +46,9 @@ class _Handler(BaseHTTPRequestHandler):
         """http.server's own refusals (a malformed request line, headers too long, an unknown method) as problem details."""
         short, long = self.responses.get(code, ("Error", ""))
         if code == 501:
-            detail = f"This server does not serve {self.command!r}: use POST /charges, or PUT or DELETE /orders/<id>/status."
-        else:
-            detail = f"{message or short}. {explain or long}".strip()
+            detail = f"This server does not serve {self.command[:40]!r}: use POST /charges, or PUT or DELETE /orders/<id>/status."
+        else:  # http.server's message may quote the whole request line; a few words of it are enough
+            detail = f"{(message or short)[:200]}. {explain or long}".strip()
         self.close_connection = True
         self._reply(code, problem(code, short, detail))
 
