@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from idemlib.http import ChargesApi, Client, serve
+from idemlib.http import ChargesApi, Client, KeyRecord, decide, serve
 from idemlib.provider import behaviours
 from idemlib.stores import DuckDBPayments
 
@@ -172,6 +172,28 @@ def test_a_handler_failure_is_answered_500_and_leaves_no_key_in_progress(monkeyp
 def test_the_largest_amount_the_column_holds_is_charged_and_extra_fields_are_ignored(api, client):
     [attempt] = client.post_charge({"order_id": 2**31 - 1, "amount": 2**31 - 1, "note": "\u0000"}, key="max")
     assert attempt.status == 201 and api.payments.total_charged() == 2**31 - 1
+
+
+def record(**changes):
+    return KeyRecord(**{"client": "shop-1", "key": "m-7f3", "fingerprint": "f", "created_at": 0.0, "claim": 1,
+                        "deadline": 60.0, "status": None, "body": None, **changes})
+
+
+@pytest.mark.parametrize(("found", "now", "replays_errors", "decision"), [
+    (None, 0.0, True, "new"),
+    (record(), 59.0, True, "busy"),
+    (record(fingerprint="other"), 59.0, True, "busy"),  # in progress comes first: 409 before 422
+    (record(), 60.0, True, "takeover"),
+    (record(fingerprint="other"), 60.0, True, "mismatch"),
+    (record(deadline=None, status=201, body={}), 10.0, True, "replay"),
+    (record(deadline=None, status=201, body={}), 10.0, False, "replay"),
+    (record(deadline=None, status=503, body={}), 10.0, True, "replay"),
+    (record(deadline=None, status=503, body={}), 10.0, False, "rerun"),
+    (record(deadline=None, status=201, body={}), 86_400.0, True, "new"),  # expired
+    (record(), 86_400.0, True, "new"),  # expired while still in progress
+])
+def test_what_a_request_does_with_the_record_it_finds(found, now, replays_errors, decision):
+    assert decide(found, "f", now, retention_seconds=86_400, replays_errors=replays_errors) == decision
 
 
 def together(count, send):
