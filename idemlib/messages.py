@@ -53,7 +53,9 @@ class Message:
     @property
     def label(self) -> str:
         """How logs and errors name this message, even when it has no ID."""
-        return self.message_id or "<message without an ID>"
+        if self.message_id is None or self.message_id == "":
+            return "<message without an ID>"
+        return self.message_id if isinstance(self.message_id, str) else repr(self.message_id)
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,11 @@ def simulate(
     messages = list(messages)
     faults = faults or FaultPlan()
     durations = dict(step_seconds or {})
+    if consumers < 1:
+        raise ValueError(f"consumers must be at least 1, got {consumers}: somebody has to work the queue")
+    for step, seconds in durations.items():
+        if not 0 <= seconds < float("inf"):
+            raise ValueError(f"step_seconds[{step!r}] must be a finite number of seconds, 0 or more, got {seconds}")
     database = database or DuckDBPayments()
     clock = VirtualClock()
     if provider is not None:

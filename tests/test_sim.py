@@ -165,3 +165,21 @@ def test_expected_total_leaves_out_malformed_messages_and_counts_json_text_bodie
     stream = [RUNNING_EXAMPLE, Message("m-text", '{"order_id": 7, "amount": 15}'), Message("m-bad", {"order_id": 1})]
     result = simulate(InboxHandler(), stream, max_deliveries=1)
     assert result.expected_total == result.total_charged == 55
+
+
+@pytest.mark.parametrize(
+    ("settings", "names"),
+    [({"consumers": 0}, ["consumers", "at least 1"]), ({"step_seconds": {"charge": -5}}, ["'charge'", "-5"]),
+     ({"step_seconds": {"charge": float("nan")}}, ["finite"]), ({"step_seconds": {"commit": float("inf")}}, ["inf"])],
+)
+def test_impossible_run_settings_are_refused_with_what_to_change(settings, names):
+    with pytest.raises(ValueError) as refused:
+        simulate(InboxHandler(), [RUNNING_EXAMPLE], **settings)
+    assert all(name in str(refused.value) for name in names)
+
+
+def test_a_message_whose_id_is_not_text_is_named_in_the_dead_letter_queue():
+    result = simulate(InboxHandler(), [Message(7, {"order_id": 1, "amount": 5}), RUNNING_EXAMPLE], max_deliveries=1)
+    assert result.total_charged == 40
+    [dead] = result.dead_letters
+    assert "must be text" in dead.reason and list(result.charges_per_message().index) == ["7", "m-7f3"]
