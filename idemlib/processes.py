@@ -93,9 +93,16 @@ def kill_between_steps(
     Each crash in ``faults`` is a ``SIGKILL`` of the child just before the named
     step of the named delivery. A new child takes over; the message comes back when
     its lease runs out. Returns the run as :func:`~idemlib.sim.simulate` would, with
-    the payments read back from the file after the last child has exited.
+    the payments read back from the file after the last child has exited. Message
+    bodies travel to the child as JSON, so each must be a mapping or JSON text.
     """
     messages = list(messages)
+    for message in messages:
+        try:
+            json.dumps([message.message_id, message.body])
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{message.label}: a message for a consumer process travels as JSON, and this one "
+                             f"cannot ({error}). Give it a JSON object or JSON text as its body.") from None
     clock = VirtualClock()
     trace = Trace(clock)
     broker = Broker(clock, trace, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries)

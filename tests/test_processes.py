@@ -1,5 +1,7 @@
 """A real consumer process killed with SIGKILL between steps, on a DuckDB file."""
 
+import pytest
+
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import Crash, FaultPlan
 from idemlib.messages import Message
@@ -29,3 +31,8 @@ def test_the_naive_consumer_killed_after_its_commit_charges_twice_for_real(tmp_p
     result = kill_between_steps(str(tmp_path / "payments.duckdb"), [RUNNING_EXAMPLE],
                                 FaultPlan(crashes=[Crash("ack", 1)]), handler="naive")
     assert result.total_charged == 80
+
+
+def test_a_message_that_cannot_travel_to_the_process_is_refused_before_any_process_starts(tmp_path):
+    with pytest.raises(ValueError, match="m-bytes.*JSON"):
+        kill_between_steps(str(tmp_path / "payments.duckdb"), [Message("m-bytes", b"\x00")], FaultPlan())
