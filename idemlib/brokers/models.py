@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pandas as pd
+
 from idemlib.broker import Broker
 from idemlib.brokers.sources import BrokerDelivery
 from idemlib.clock import VirtualClock
@@ -131,10 +133,18 @@ class ModelChannel:
         self.broker.ack(delivery.handle)
         self._given_up.append(delivery.message)
 
+    def dead_letters(self) -> list[tuple[Message, dict[str, Any]]]:
+        """Take every message from the dead-letter queue, with why it is there."""
+        letters = [(letter.message, {"reason": letter.reason, "deliveries": letter.deliveries})
+                   for letter in self.broker.dead_letters]
+        letters += [(message, {"reason": "given up by the consumer"}) for message in self._given_up]
+        self.broker.dead_letters.clear()
+        self._given_up = []
+        return letters
+
     def replay_dead_letters(self) -> int:
         """Put every dead letter back as a new send (a replay is a new message to the broker)."""
-        letters = [letter.message for letter in self.broker.dead_letters] + self._given_up
-        self._given_up = []
+        letters = [message for message, _ in self.dead_letters()]
         for message in letters:
             self._replayed += 1
             self.publish(message, f"{message.message_id}:replay-{self._replayed}")
@@ -217,6 +227,19 @@ def model_named(name: str) -> BrokerModel:
         if model.name == name:
             return model
     raise KeyError(f"no broker model named {name!r}; choose one of {[m.name for m in (*MODELS, SQS_FIFO_CONTENT)]}")
+
+
+def model_table(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:
+    """What each model deduplicates on the way in, for how long, its lease, and where it stops."""
+    def window(model: BrokerModel) -> str:
+        if model.window is None:
+            return "none"
+        if math.isinf(model.window):
+            return "the producer's session"
+        return fact(model.window_source) if model.window_source else f"{model.window:g} s"
+    return pd.DataFrame([{"broker": m.name, "key on the way in": m.key_rule, "window": window(m), "lease": m.lease,
+                          "where it stops": m.limits, "the model assumes": "; ".join(m.assumptions)}
+                         for m in models]).set_index("broker")
 
 
 def kafka_transaction_effects(output: str, *, crash_before_commit: bool = True) -> int:

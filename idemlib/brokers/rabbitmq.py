@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pika
 import pika.exceptions
 
-from idemlib.brokers.sources import BrokerDelivery, Consumer
+from idemlib.brokers.sources import BrokerDelivery
 from idemlib.messages import Message
 from idemlib.servers import RABBITMQ
 
@@ -192,40 +192,3 @@ class RabbitChannel:
 
     def pass_window(self) -> None:
         """RabbitMQ has no deduplication window; nothing to wait for."""
-
-
-def redelivered_after_drop(committed: bool, message: Message) -> dict[str, object]:
-    """Deliver ``message``, let the consumer commit or not, drop its connection, and look at the redelivery.
-
-    Returns what the second delivery carries: the flag and the count are the same
-    whether or not the first attempt committed, which is why they are only hints.
-    """
-    consumer = Consumer()
-    with RabbitChannel() as channel:
-        channel.publish(message, str(message.message_id))
-        first = channel.receive()
-        assert first is not None
-        if committed:
-            consumer.handle(first)
-        channel.drop(first)
-        again = channel.receive()
-        assert again is not None
-        charged_before = consumer.charges(inbox=True)
-        consumer.handle(again)
-        channel.ack(again)
-    return {"first attempt committed": committed, "redelivered flag": again.redelivered,
-            "x-delivery-count": again.count - 1, "charges before the redelivery": charged_before,
-            "charges after it, with the inbox": consumer.charges(inbox=True)}
-
-
-def poison_message(message: Message, *, delivery_limit: int = 2) -> tuple[list[Seen], list[dict]]:
-    """A consumer that crashes on every delivery: RabbitMQ counts, then dead-letters past the limit.
-
-    Returns the broker's log and the headers of what reached the dead-letter queue.
-    """
-    with RabbitChannel(delivery_limit=delivery_limit) as channel:
-        channel.publish(message, str(message.message_id))
-        while (delivery := channel.receive()) is not None:
-            channel.drop(delivery)
-        dead = channel.dead_letters()
-        return channel.log, [headers for _, headers in dead]

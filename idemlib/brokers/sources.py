@@ -34,7 +34,7 @@ SOURCES = (
 )
 """The six duplicate sources, in the order the lesson's table lists them."""
 
-REACHED, REMOVED = "reached the consumer", "removed by the broker"
+REACHED, REMOVED = "reached", "removed"
 
 
 @dataclass(frozen=True)
@@ -199,16 +199,16 @@ def run_broker(open_channel: ChannelFactory, message: Message, consumer: Consume
 def exactly_once_table(results: list[pd.DataFrame]) -> pd.DataFrame:
     """The lesson's table: a row per duplicate source, a column per broker, and the inbox's column last.
 
-    A cell says whether the duplicate reached the consumer (a consumer without an
-    inbox charged twice). The last column says whether the inbox kept every broker
-    at one charge for that source.
+    A cell says whether the duplicate ``reached`` the consumer (a consumer without an
+    inbox charged twice) or the broker ``removed`` it. The last column says whether
+    the inbox kept every broker at one charge for that source.
     """
     runs = pd.concat(results, ignore_index=True)
     cells = runs.assign(cell=runs["charges without inbox"].map(lambda n: REACHED if n > 1 else REMOVED))
     table = cells.pivot(index="source", columns="broker", values="cell")
     table = table.reindex(index=list(SOURCES), columns=list(dict.fromkeys(runs["broker"])))
     caught = runs.groupby("source")["charges with inbox"].max().reindex(list(SOURCES))
-    table["with the inbox (any broker)"] = caught.map(lambda n: "caught: charged once" if n == 1 else f"charged {n} times")
+    table["with the inbox (any broker)"] = caught.map(lambda n: "caught (1 charge)" if n == 1 else f"charged {n} times")
     table.columns.name = None
     return table
 
