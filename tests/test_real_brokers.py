@@ -67,10 +67,12 @@ def test_rabbitmq_dead_letters_past_the_delivery_limit(rabbit):
 
 def test_rabbitmq_redelivered_flag_does_not_say_whether_the_first_attempt_committed():
     need(RABBITMQ)
-    from idemlib.brokers.rabbitmq import redelivered_after_drop
+    from idemlib.brokers.demos import redelivery_hint
+    from idemlib.brokers.rabbitmq import RabbitChannel
 
-    committed, not_committed = redelivered_after_drop(True, M7F3), redelivered_after_drop(False, M7F3)
-    for key in ("redelivered flag", "x-delivery-count"):
+    committed = redelivery_hint(RabbitChannel, M7F3, committed=True)
+    not_committed = redelivery_hint(RabbitChannel, M7F3, committed=False)
+    for key in ("redelivered flag", "delivery count"):
         assert committed[key] == not_committed[key]
     assert committed["charges before the redelivery"] == 1 and not_committed["charges before the redelivery"] == 0
     assert committed["charges after it, with the inbox"] == not_committed["charges after it, with the inbox"] == 1
@@ -112,7 +114,7 @@ def test_jetstream_deduplicates_inside_the_window_only(stream):
 def test_jetstream_redelivers_after_the_ack_wait_with_the_count(stream):
     stream.publish(M7F3, "m-7f3")
     first = stream.receive()
-    assert first.count == 1 and stream.receive() is None  # nothing else while the ack wait runs
+    assert first.count == 1 and stream.receive(patience=0) is None  # nothing new while the ack wait runs
     stream.drop(first)
     again = stream.receive()
     assert (again.count, again.redelivered, again.message) == (2, True, M7F3)

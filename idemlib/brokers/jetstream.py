@@ -35,11 +35,11 @@ _runs = itertools.count(1)
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 
-DUPLICATE_WINDOW = 0.3
+DUPLICATE_WINDOW = 0.2
 """The streams' duplicate window in seconds: short, so the lesson can wait it out (NATS's default is 2 minutes)."""
-ACK_WAIT = 0.3
+ACK_WAIT = 0.2
 """The consumer's ack wait in seconds: its lease on a delivery (NATS's default is 30 seconds)."""
-MARGIN = 0.2
+MARGIN = 0.1
 """Extra wait past a window or an ack wait, so the server's timers have certainly fired."""
 
 
@@ -107,14 +107,26 @@ class JetStreamChannel:
         self.stored.append(Stored(key, ack.seq, bool(ack.duplicate)))
         return not ack.duplicate
 
-    def receive(self, timeout: float = 0.1) -> BrokerDelivery | None:
-        """Fetch the next delivery from the pull consumer, or None when none arrives within ``timeout``."""
-        async def fetch() -> Any:
+    def receive(self, timeout: float = 0.05, patience: float = 3.0) -> BrokerDelivery | None:
+        """Fetch the next delivery from the pull consumer, or None when the consumer has nothing left.
+
+        A quick fetch first; only if the consumer still counts a message as pending
+        (not yet delivered, or delivered and unacked, so due again) does it wait up
+        to ``patience`` seconds, so a busy machine cannot make a due message look absent.
+        """
+        async def fetch(wait: float) -> Any:
             try:
-                return (await self._sub.fetch(1, timeout=timeout))[0]
+                return (await self._sub.fetch(1, timeout=wait))[0]
             except nats.errors.TimeoutError:
                 return None
-        msg = run(fetch())
+
+        async def fetch_patiently() -> Any:
+            if (msg := await fetch(timeout)) is not None:
+                return msg
+            info = await self._sub.consumer_info()
+            due = info.num_pending + info.num_ack_pending > 0
+            return await fetch(patience) if due and patience > 0 else None
+        msg = run(fetch_patiently())
         if msg is None:
             return None
         meta = msg.metadata
