@@ -131,3 +131,13 @@ def test_jetstream_replays_a_terminated_message_from_the_stream(stream):
     replayed = stream.receive()
     assert replayed.message == M7F3 and replayed.count == 1
     assert stream.deliveries[-1]["stream sequence"] == 2
+
+
+def test_jetstream_stops_after_max_deliver_and_keeps_no_dead_letter():
+    need(NATS)
+    from idemlib.brokers.demos import crash_on_every_delivery
+    from idemlib.brokers.jetstream import JetStreamChannel
+
+    deliveries, dead = crash_on_every_delivery(lambda: JetStreamChannel(max_deliver=3), M7F3)
+    assert list(deliveries["delivery count"]) == [1, 2, 3]
+    assert dead == []  # the stream still holds the message; nothing moved it anywhere

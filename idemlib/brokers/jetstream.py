@@ -153,20 +153,25 @@ class JetStreamChannel:
         run(delivery.handle.term())
         self._terminated.append(delivery.handle.metadata.sequence.stream)
 
-    def replay_dead_letters(self) -> int:
-        """Read each terminated message back from the stream by its sequence and publish it again.
+    def dead_letters(self) -> list[tuple[Message, dict[str, Any]]]:
+        """The messages this consumer terminated, read back from the stream by their sequence numbers.
 
-        JetStream has no dead-letter queue; the stream keeps the message, so the
-        operator's replay is a read by sequence followed by a new publish.
+        JetStream has no dead-letter queue: the stream keeps the message (a consumer
+        that runs out of ``max_deliver`` only publishes an advisory, not tracked here).
         """
-        replayed = 0
+        letters = []
         for sequence in self._terminated:
             raw = run(self._js.get_msg(self.stream, sequence))
             headers = raw.headers or {}
-            message = Message(headers.get("Event-Id"), json.loads(raw.data))
-            replayed += self.publish(message, str(headers.get("Nats-Msg-Id")))
+            letters.append((Message(headers.get("Event-Id"), json.loads(raw.data)),
+                            {"reason": "terminated (+TERM)", "stream sequence": sequence,
+                             "Nats-Msg-Id": headers.get("Nats-Msg-Id")}))
         self._terminated = []
-        return replayed
+        return letters
+
+    def replay_dead_letters(self) -> int:
+        """Publish every terminated message again, with its original ``Nats-Msg-Id`` (a replay is a new publish)."""
+        return sum(self.publish(message, str(details["Nats-Msg-Id"])) for message, details in self.dead_letters())
 
     def pass_window(self) -> None:
         """Wait out the stream's duplicate window."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -51,7 +51,6 @@ class BrokerModel:
     limits: str
     assumptions: tuple[str, ...] = ()
     window_source: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.key_rule not in KEY_RULES:

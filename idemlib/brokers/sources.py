@@ -87,6 +87,10 @@ class Channel(AbstractContextManager["Channel"], Protocol):
         """The consumer gives up on ``delivery`` for good: it goes to the dead-letter queue."""
         ...
 
+    def dead_letters(self) -> list[tuple[Message, dict[str, Any]]]:
+        """Take every message from the dead-letter queue, with the broker's note of why it is there."""
+        ...
+
     def replay_dead_letters(self) -> int:
         """An operator puts every dead letter back on the queue; returns how many."""
         ...
