@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from idemlib.brokers.sources import ChannelFactory, Consumer
+from idemlib.brokers.models import BrokerModel
+from idemlib.brokers.sources import BrokerDelivery, ChannelFactory, Consumer
 from idemlib.messages import Message
 
 
@@ -92,3 +93,26 @@ def lease_expiry(open_channel: ChannelFactory, message: Message) -> dict[str, ob
                   "charges with inbox": consumer.charges(inbox=True)}
         result["seconds until the lease ran out"] = getattr(channel, "last_lease_seconds", None)
         return result
+
+
+def deadline_then_ack(model: BrokerModel, message: Message) -> pd.DataFrame:
+    """What a modelled broker hands out while a delivery's deadline runs, after it expires, and after an ack."""
+    channel = model.open()
+    channel.publish(message, str(message.message_id))
+    first = channel.receive()
+    assert first is not None, f"{model.name} did not deliver {message.label}"
+    rows = [{"moment": "first receive", "delivered": f"delivery {first.count}"}]
+    rows.append({"moment": f"receive again while the {model.lease} runs",
+                 "delivered": _what(channel.receive())})
+    channel.outlive_lease(first)
+    again = channel.receive()
+    rows.append({"moment": f"receive after the {model.lease} expired, no ack", "delivered": _what(again)})
+    assert again is not None
+    channel.ack(again)
+    channel.outlive_lease(again)
+    rows.append({"moment": f"receive after a successful ack and another {model.lease}", "delivered": _what(channel.receive())})
+    return pd.DataFrame(rows).set_index("moment")
+
+
+def _what(delivery: BrokerDelivery | None) -> str:
+    return "nothing" if delivery is None else f"delivery {delivery.count} (redelivered: {delivery.redelivered})"
