@@ -6,11 +6,25 @@ NATS JetStream, or on the model that stands in for a server that is not running.
 
 from __future__ import annotations
 
+from functools import cache
+
 import pandas as pd
 
 from idemlib.brokers.models import BrokerModel
 from idemlib.brokers.sources import BrokerDelivery, ChannelFactory, Consumer
 from idemlib.messages import Message
+
+
+@cache
+def _consumer() -> Consumer:
+    return Consumer()
+
+
+def fresh_consumer() -> Consumer:
+    """The experiments' consumer, emptied: one pair of databases serves them all, one experiment at a time."""
+    consumer = _consumer()
+    consumer.empty()
+    return consumer
 
 
 def redelivery_hint(open_channel: ChannelFactory, message: Message, *, committed: bool) -> dict[str, object]:
@@ -19,7 +33,7 @@ def redelivery_hint(open_channel: ChannelFactory, message: Message, *, committed
     The redelivery carries the same flag and count either way: only the inbox knows
     whether the first attempt's charge is already in the database.
     """
-    consumer = Consumer()
+    consumer = fresh_consumer()
     with open_channel() as channel:
         channel.publish(message, str(message.message_id))
         first = channel.receive()
@@ -76,7 +90,7 @@ def publish_around_the_window(open_channel: ChannelFactory, message: Message) ->
 
 def lease_expiry(open_channel: ChannelFactory, message: Message) -> dict[str, object]:
     """A handler slower than its lease: the broker hands the message to another consumer, and the late ack fails or is moot."""
-    consumer = Consumer()
+    consumer = fresh_consumer()
     with open_channel() as channel:
         channel.publish(message, str(message.message_id))
         slow = channel.receive()
