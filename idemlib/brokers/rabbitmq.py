@@ -16,9 +16,11 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import pika
 import pika.exceptions
+from pika.adapters.blocking_connection import BlockingChannel
 
 from idemlib.brokers.sources import BrokerDelivery
 from idemlib.messages import Message
@@ -57,6 +59,7 @@ class RabbitChannel:
         self.queue = f"idemlib-l07-{os.getpid()}-{next(_runs)}"
         self.dead_letter_queue = f"{self.queue}-dlq"
         self.log: list[Seen] = []
+        self.last_lease_seconds: float | None = None  # how long the last outlive_lease waited for the timeout
         self._admin = _connect()
         self._channel = self._admin.channel()
         self._channel.queue_declare(self.dead_letter_queue, durable=True, arguments={"x-queue-type": "quorum"})
@@ -65,7 +68,7 @@ class RabbitChannel:
             "x-dead-letter-exchange": "", "x-dead-letter-routing-key": self.dead_letter_queue})
         self._channel.confirm_delivery()  # a publish returns once the queue has the message
         self._consumer: pika.BlockingConnection | None = None
-        self._consumer_channel = None
+        self._consumer_channel: BlockingChannel | None = None
 
     def __enter__(self) -> RabbitChannel:
         return self
@@ -81,7 +84,7 @@ class RabbitChannel:
             self._channel.queue_delete(self.dead_letter_queue)
             self._admin.close()
 
-    def _consumer_ch(self):
+    def _consumer_ch(self) -> BlockingChannel:
         if self._consumer_channel is None or self._consumer_channel.is_closed:
             self._drop_consumer()
             self._consumer = _connect()
@@ -143,7 +146,7 @@ class RabbitChannel:
         channel, _ = delivery.handle
         started = time.monotonic()
         while channel.is_open and time.monotonic() - started < LEASE_WAIT_SECONDS:
-            self._consumer.process_data_events(time_limit=0.05)
+            channel.connection.process_data_events(time_limit=0.05)
         if channel.is_open:
             raise LeaseNotExpired(
                 f"RabbitMQ at {RABBITMQ.url()} did not time the consumer out within {LEASE_WAIT_SECONDS:g} s: its "
@@ -172,7 +175,7 @@ class RabbitChannel:
                 raise TimeoutError(f"RabbitMQ did not return the message to {self.queue} within {timeout:g} s")
             time.sleep(0.01)
 
-    def dead_letters(self) -> list[tuple[Message, dict]]:
+    def dead_letters(self) -> list[tuple[Message, dict[str, Any]]]:
         """Take every message waiting in the dead-letter queue, with its headers (x-death says why)."""
         letters = []
         while True:
