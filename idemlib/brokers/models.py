@@ -74,6 +74,7 @@ class ModelChannel:
         self._seen: dict[str, float] = {}  # deduplication key -> when it was first accepted
         self._sequence = 0  # the producer's sequence number (Kafka's idempotent producer)
         self._given_up: list[Message] = []
+        self._letters_taken = 0  # the broker's dead letters already handed to the operator
         self._replayed = 0
 
     def __enter__(self) -> ModelChannel:
@@ -134,10 +135,10 @@ class ModelChannel:
 
     def dead_letters(self) -> list[tuple[Message, dict[str, Any]]]:
         """Take every message from the dead-letter queue, with why it is there."""
-        letters = [(letter.message, {"reason": letter.reason, "deliveries": letter.deliveries})
-                   for letter in self.broker.dead_letters]
+        new = list(self.broker.dead_letters)[self._letters_taken:]
+        self._letters_taken += len(new)
+        letters = [(letter.message, {"reason": letter.reason, "deliveries": letter.deliveries}) for letter in new]
         letters += [(message, {"reason": "given up by the consumer"}) for message in self._given_up]
-        self.broker.dead_letters.clear()
         self._given_up = []
         return letters
 
