@@ -125,3 +125,21 @@ def test_kafka_transactions_refuse_an_unknown_output():
 
 def test_the_kafka_window_is_the_producer_session_not_a_time():
     assert math.isinf(KAFKA_IDEMPOTENT.window)
+
+
+def test_a_model_dead_letters_a_poison_message_after_its_limit_and_replays_it_once():
+    from functools import partial
+
+    from idemlib.brokers.compare import RABBITMQ_MODEL
+    from idemlib.brokers.demos import crash_on_every_delivery
+    from idemlib.brokers.models import ModelChannel
+
+    deliveries, dead = crash_on_every_delivery(partial(ModelChannel, RABBITMQ_MODEL, max_deliveries=3), M7F3)
+    assert list(deliveries["delivery count"]) == [1, 2, 3]
+    assert dead == [{"reason": "no ack before the lease expired", "deliveries": 3}]
+    channel = ModelChannel(RABBITMQ_MODEL, max_deliveries=1)
+    channel.publish(M7F3, "m-7f3")
+    channel.drop(channel.receive())
+    assert channel.receive() is None  # the one delivery allowed is spent: dead-lettered
+    assert channel.replay_dead_letters() == 1 and channel.replay_dead_letters() == 0
+    assert channel.receive().message == M7F3
