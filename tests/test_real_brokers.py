@@ -141,3 +141,19 @@ def test_jetstream_stops_after_max_deliver_and_keeps_no_dead_letter():
     deliveries, dead = crash_on_every_delivery(lambda: JetStreamChannel(max_deliver=3), M7F3)
     assert list(deliveries["delivery count"]) == [1, 2, 3]
     assert dead == []  # the stream still holds the message; nothing moved it anywhere
+
+
+def test_a_consumer_timeout_too_long_to_wait_for_fails_in_ci_and_is_stood_in_for_elsewhere(rabbit, monkeypatch):
+    import idemlib.brokers.rabbitmq as adapter
+
+    monkeypatch.setattr(adapter, "LEASE_WAIT_SECONDS", 0.05)  # shorter than the server's 1 s timeout
+    rabbit.publish(M7F3, "m-7f3")
+    monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", "1")
+    first = rabbit.receive()
+    with pytest.raises(adapter.LeaseNotExpired, match="consumer_timeout"):
+        rabbit.outlive_lease(first)
+    monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", "0")
+    rabbit.drop(first)  # still held after the error; let it go back
+    held = rabbit.receive()
+    rabbit.outlive_lease(held)  # closes the channel itself, as the timeout would
+    assert rabbit.receive().redelivered and rabbit.last_lease_seconds is None
