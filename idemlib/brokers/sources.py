@@ -6,7 +6,7 @@ hold it past its lease, give up on it (dead-letter), replay the dead letters, an
 let the broker's deduplication window pass. Each duplicate source is a short script
 of those verbs, written once, so a table row means the same thing in every column.
 
-The consumer charges order 1042 \\$40 for message ``m-7f3``. Without an inbox it
+The consumer charges order 1042 $40 for message ``m-7f3``. Without an inbox it
 charges every delivery; with one it records the producer's event ID in the same
 transaction as the charge (lessons 02 and 06), so a duplicate changes nothing.
 A duplicate *reached the consumer* when the consumer without an inbox charged twice.
@@ -208,7 +208,8 @@ def exactly_once_table(results: list[pd.DataFrame]) -> pd.DataFrame:
     the inbox kept every broker at one charge for that source.
     """
     runs = pd.concat(results, ignore_index=True)
-    cells = runs.assign(cell=runs["charges without inbox"].map(lambda n: REACHED if n > 1 else REMOVED))
+    # One charge: the broker removed the copy; two: it reached the consumer; none would be a lost payment.
+    cells = runs.assign(cell=runs["charges without inbox"].map(lambda n: {0: "lost", 1: REMOVED}.get(n, REACHED)))
     table = cells.pivot(index="source", columns="broker", values="cell")
     table = table.reindex(index=list(SOURCES), columns=list(dict.fromkeys(runs["broker"])))
     caught = runs.groupby("source")["charges with inbox"].max().reindex(list(SOURCES))
