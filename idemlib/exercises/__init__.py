@@ -18,5 +18,6 @@ from idemlib.exercises.lesson_03 import *  # noqa: F403
 from idemlib.exercises.lesson_04 import *  # noqa: F403
 from idemlib.exercises.lesson_05 import *  # noqa: F403
 from idemlib.exercises.lesson_06 import *  # noqa: F403
+from idemlib.exercises.lesson_07 import *  # noqa: F403
 from idemlib.exercises.lesson_08 import *  # noqa: F403
 from idemlib.exercises.lesson_10 import *  # noqa: F403

@@ -1,0 +1,184 @@
+"""A thin adapter for a real NATS JetStream (through nats-py): a stream with a short duplicate window.
+
+nats-py is asyncio; the notebook's cells are not. :func:`run` hands each coroutine to
+one event loop that lives in a background thread for the whole session, so a cell
+calls the adapter like any other function and gets the result back.
+
+Each :class:`JetStreamChannel` creates its own stream and durable pull consumer,
+named uniquely for this process and run, and deletes the stream (and with it the
+consumer) when its ``with`` block ends. The stream deduplicates publishes that carry
+the same ``Nats-Msg-Id`` inside its ``duplicate_window``; the consumer redelivers a
+message that is not acked within ``ack_wait``, with the count in its metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import nats
+from nats.js.api import ConsumerConfig, StreamConfig
+
+from idemlib.brokers.sources import BrokerDelivery
+from idemlib.messages import Message
+from idemlib.servers import NATS
+
+T = TypeVar("T")
+_runs = itertools.count(1)
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+DUPLICATE_WINDOW = 0.2
+"""The streams' duplicate window in seconds: short, so the lesson can wait it out (NATS's default is 2 minutes)."""
+ACK_WAIT = 0.2
+"""The consumer's ack wait in seconds: its lease on a delivery (NATS's default is 30 seconds)."""
+MARGIN = 0.1
+"""Extra wait past a window or an ack wait, so the server's timers have certainly fired."""
+
+
+def run(coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+    """Run ``coroutine`` on the adapter's background event loop and wait for its result."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="idemlib-nats", daemon=True).start()
+    return asyncio.run_coroutine_threadsafe(coroutine, _loop).result(timeout)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What JetStream answered to one publish: the stream sequence, and whether it was a duplicate."""
+
+    key: str
+    sequence: int
+    duplicate: bool
+
+
+class JetStreamChannel:
+    """A JetStream stream and a durable pull consumer on the real server, driven through the channel verbs."""
+
+    name = "NATS JetStream (real)"
+
+    def __init__(self, *, duplicate_window: float = DUPLICATE_WINDOW, ack_wait: float = ACK_WAIT,
+                 max_deliver: int = 5) -> None:
+        run_id = f"{os.getpid()}_{next(_runs)}"
+        self.stream, self.subject = f"IDEMLIB_L07_{run_id}", f"idemlib.l07.{run_id}"
+        self.duplicate_window, self.ack_wait = duplicate_window, ack_wait
+        self.stored: list[Stored] = []
+        self.deliveries: list[dict[str, Any]] = []
+        self._terminated: list[int] = []
+        run(self._open(max_deliver))
+
+    async def _open(self, max_deliver: int) -> None:
+        self._nc = await nats.connect(NATS.url(), connect_timeout=2, max_reconnect_attempts=0)
+        self._js = self._nc.jetstream()
+        await self._js.add_stream(StreamConfig(name=self.stream, subjects=[self.subject],
+                                               duplicate_window=self.duplicate_window))
+        self._sub = await self._js.pull_subscribe(
+            self.subject, durable="payments", stream=self.stream,
+            config=ConsumerConfig(ack_wait=self.ack_wait, max_deliver=max_deliver))
+
+    def __enter__(self) -> JetStreamChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Delete the stream (its consumer goes with it) and close the connection."""
+        async def shut() -> None:
+            if self._nc.is_connected:
+                await self._js.delete_stream(self.stream)
+                await self._nc.close()
+        run(shut())
+
+    def publish(self, message: Message, key: str, *, retry: bool = False) -> bool:
+        """Publish with ``Nats-Msg-Id`` = ``key``; False when the stream answered that it is a duplicate."""
+        headers = {"Nats-Msg-Id": key, "Event-Id": str(message.message_id)}
+        ack = run(self._js.publish(self.subject, json.dumps(message.body).encode(), headers=headers))
+        self.stored.append(Stored(key, ack.seq, bool(ack.duplicate)))
+        return not ack.duplicate
+
+    def receive(self, timeout: float = 0.05, patience: float = 3.0) -> BrokerDelivery | None:
+        """Fetch the next delivery from the pull consumer, or None when the consumer has nothing left.
+
+        A quick fetch first; only if the consumer still counts a message as pending
+        (not yet delivered, or delivered and unacked, so due again) does it wait up
+        to ``patience`` seconds, so a busy machine cannot make a due message look absent.
+        """
+        async def fetch(wait: float) -> Any:
+            try:
+                return (await self._sub.fetch(1, timeout=wait))[0]
+            except nats.errors.TimeoutError:
+                return None
+
+        async def fetch_patiently() -> Any:
+            if (msg := await fetch(timeout)) is not None:
+                return msg
+            info = await self._sub.consumer_info()
+            due = info.num_pending + info.num_ack_pending > 0
+            return await fetch(patience) if due and patience > 0 else None
+        msg = run(fetch_patiently())
+        if msg is None:
+            return None
+        meta = msg.metadata
+        self.deliveries.append({"stream sequence": meta.sequence.stream, "num_delivered": meta.num_delivered,
+                                "Nats-Msg-Id": msg.headers.get("Nats-Msg-Id")})
+        message = Message(msg.headers.get("Event-Id"), json.loads(msg.data))
+        return BrokerDelivery(message, meta.num_delivered, meta.num_delivered > 1, msg)
+
+    def ack(self, delivery: BrokerDelivery) -> bool:
+        """Ack and wait for the server to confirm it (a double ack)."""
+        run(delivery.handle.ack_sync())
+        return True
+
+    def drop(self, delivery: BrokerDelivery) -> None:
+        """The consumer dies without acking: JetStream redelivers once the ack wait has run out."""
+        time.sleep(self.ack_wait + MARGIN)
+
+    def outlive_lease(self, delivery: BrokerDelivery) -> None:
+        """The handler is still busy when the ack wait runs out; the consumer hands the message out again."""
+        time.sleep(self.ack_wait + MARGIN)
+
+    def give_up(self, delivery: BrokerDelivery) -> None:
+        """Terminate the delivery (``+TERM``): no more redeliveries. The message stays in the stream."""
+        run(delivery.handle.term())
+        self._terminated.append(delivery.handle.metadata.sequence.stream)
+
+    def dead_letters(self) -> list[tuple[Message, dict[str, Any]]]:
+        """The messages this consumer terminated, read back from the stream by their sequence numbers.
+
+        JetStream has no dead-letter queue: the stream keeps the message (a consumer
+        that runs out of ``max_deliver`` only publishes an advisory, not tracked here).
+        """
+        letters = []
+        for sequence in self._terminated:
+            raw = run(self._js.get_msg(self.stream, sequence))
+            headers = raw.headers or {}
+            letters.append((Message(headers.get("Event-Id"), json.loads(raw.data)),
+                            {"reason": "terminated (+TERM)", "stream sequence": sequence,
+                             "Nats-Msg-Id": headers.get("Nats-Msg-Id")}))
+        self._terminated = []
+        return letters
+
+    def replay_dead_letters(self) -> int:
+        """Publish every terminated message again, with its original ``Nats-Msg-Id`` (a replay is a new publish)."""
+        return sum(self.publish(message, str(details["Nats-Msg-Id"])) for message, details in self.dead_letters())
+
+    def pass_window(self) -> None:
+        """Wait out the stream's duplicate window."""
+        time.sleep(self.duplicate_window + MARGIN)
+
+    def stream_state(self) -> dict[str, int]:
+        """How many messages the stream holds and its first and last sequence numbers."""
+        info = run(self._js.stream_info(self.stream))
+        return {"messages": info.state.messages, "first sequence": info.state.first_seq,
+                "last sequence": info.state.last_seq}

@@ -1,0 +1,226 @@
+"""The six ways a second copy of one payment reaches a queue or a consumer, run on any broker.
+
+Every broker here, real or modelled, is driven through the same few verbs (the
+:class:`Channel` protocol): publish, receive, ack, drop a delivery without acking,
+hold it past its lease, give up on it (dead-letter), replay the dead letters, and
+let the broker's deduplication window pass. Each duplicate source is a short script
+of those verbs, written once, so a table row means the same thing in every column.
+
+The consumer charges order 1042 $40 for message ``m-7f3``. Without an inbox it
+charges every delivery; with one it records the producer's event ID in the same
+transaction as the charge (lessons 02 and 06), so a duplicate changes nothing.
+A duplicate *reached the consumer* when the consumer without an inbox charged twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pandas as pd
+
+from idemlib.messages import Message, parse_charge
+from idemlib.stores import DuckDBPayments, PaymentsDatabase
+
+SOURCES = (
+    "producer retry inside the window",
+    "producer retry after the window",
+    "relay republish with a new ID",
+    "consumer crash after commit, before ack",
+    "lease expires while the handler works",
+    "dead-letter replay",
+)
+"""The six duplicate sources, in the order the lesson's table lists them."""
+
+REACHED, REMOVED = "reached", "removed"
+
+
+@dataclass(frozen=True)
+class BrokerDelivery:
+    """One hand-over of a message by a broker: the message, and what the broker says about it.
+
+    ``count`` is the broker's delivery count where it keeps one (1 on the first
+    delivery); ``redelivered`` its flag. Both are hints: neither says whether an
+    earlier attempt committed. ``handle`` is the broker's own object for acking.
+    """
+
+    message: Message
+    count: int
+    redelivered: bool
+    handle: Any = None
+
+
+class Channel(AbstractContextManager["Channel"], Protocol):
+    """What a duplicate source needs from a broker. Real adapters and models both provide it.
+
+    ``key`` on publish is the broker-level deduplication key (SQS deduplication ID,
+    Service Bus MessageId, ``Nats-Msg-Id``); ``retry`` says whether this publish is
+    the client's own retry of the previous send (which Kafka's idempotent producer
+    recognises by its sequence number) or a new send.
+    """
+
+    name: str
+
+    def publish(self, message: Message, key: str, *, retry: bool = False) -> bool:
+        """Send ``message``; True when the broker stored it, False when it dropped it as a duplicate."""
+        ...
+
+    def receive(self) -> BrokerDelivery | None:
+        """The next delivery for this consumer, or None when nothing is ready."""
+        ...
+
+    def ack(self, delivery: BrokerDelivery) -> bool:
+        """Acknowledge; False when the broker no longer accepts this ack (its lease is gone)."""
+        ...
+
+    def drop(self, delivery: BrokerDelivery) -> None:
+        """The consumer dies holding ``delivery``: no ack is ever sent, and the broker gets it back."""
+        ...
+
+    def outlive_lease(self, delivery: BrokerDelivery) -> None:
+        """The handler is still working when ``delivery``'s lease runs out; the broker takes it back."""
+        ...
+
+    def give_up(self, delivery: BrokerDelivery) -> None:
+        """The consumer gives up on ``delivery`` for good: it goes to the dead-letter queue."""
+        ...
+
+    def dead_letters(self) -> list[tuple[Message, dict[str, Any]]]:
+        """Take every message from the dead-letter queue, with the broker's note of why it is there."""
+        ...
+
+    def replay_dead_letters(self) -> int:
+        """An operator puts every dead letter back on the queue; returns how many."""
+        ...
+
+    def pass_window(self) -> None:
+        """Let the broker's deduplication window pass (a no-op where there is none)."""
+        ...
+
+
+class Consumer:
+    """The payments consumer twice over, fed the same deliveries: without an inbox and with one.
+
+    Both work on real databases (DuckDB by default). The broker cannot tell them
+    apart (both commit, then ack the same way), so one run of a duplicate source
+    answers both questions: did the duplicate reach the consumer, and did the inbox
+    stop it from charging twice?
+    """
+
+    def __init__(self, without: PaymentsDatabase | None = None, with_inbox: PaymentsDatabase | None = None) -> None:
+        self.without, self.with_inbox = without or DuckDBPayments(), with_inbox or DuckDBPayments()
+        self._plain, self._inbox = self.without.session(), self.with_inbox.session()
+        self.handled = 0
+
+    def handle(self, delivery: BrokerDelivery) -> None:
+        """Do the work for one delivery and commit it, once per database. The ack is the caller's business."""
+        self.handled += 1
+        charge = parse_charge(delivery.message)
+        message_id = str(delivery.message.message_id)
+        self._plain.charge(charge.order_id, charge.amount, message_id)  # no inbox: every delivery charges
+        self._inbox.begin()
+        if self._inbox.record_message(message_id):
+            self._inbox.charge(charge.order_id, charge.amount, message_id)
+        self._inbox.commit()
+
+    def charges(self, *, inbox: bool) -> int:
+        """How many charges the database with (or without) the inbox holds."""
+        return len((self.with_inbox if inbox else self.without).payments())
+
+    def empty(self) -> None:
+        """Forget every charge and processed ID, for the next run."""
+        self.without.empty()
+        self.with_inbox.empty()
+        self.handled = 0
+
+
+def _drain(channel: Channel, consumer: Consumer) -> None:
+    while (delivery := channel.receive()) is not None:
+        consumer.handle(delivery)
+        channel.ack(delivery)
+
+
+def run_source(channel: Channel, source: str, consumer: Consumer, message: Message) -> None:
+    """Play one duplicate source on ``channel`` with ``message``, then let ``consumer`` drain the queue."""
+    event = str(message.message_id)
+    if source == "producer retry inside the window":
+        channel.publish(message, event)
+        channel.publish(message, event, retry=True)  # no confirm came back in time; the client sends again
+    elif source == "producer retry after the window":
+        channel.publish(message, event)
+        channel.pass_window()
+        channel.publish(message, event)  # the application sends again, much later, with the same ID
+    elif source == "relay republish with a new ID":
+        channel.publish(message, f"{event}:send-1")
+        channel.publish(message, f"{event}:send-2")  # the outbox relay restarted; its sender minted a new ID
+    elif source in ("consumer crash after commit, before ack", "lease expires while the handler works"):
+        channel.publish(message, event)
+        first = channel.receive()
+        assert first is not None, f"{channel.name}: the message published for {source!r} was not delivered"
+        consumer.handle(first)  # committed
+        if source.startswith("consumer crash"):
+            channel.drop(first)
+        else:
+            channel.outlive_lease(first)
+            _drain(channel, consumer)  # a second consumer gets it while the first still works...
+            channel.ack(first)  # ...and the first one's late ack finds nothing (or an error)
+    elif source == "dead-letter replay":
+        channel.publish(message, event)
+        first = channel.receive()
+        assert first is not None, f"{channel.name}: the message published for {source!r} was not delivered"
+        consumer.handle(first)  # committed, then the step after the commit failed for good
+        channel.give_up(first)
+        channel.pass_window()  # an operator replays the dead-letter queue later, after looking into it
+        channel.replay_dead_letters()
+    else:
+        raise ValueError(f"no duplicate source {source!r}; choose one of {SOURCES}")
+    _drain(channel, consumer)
+
+
+ChannelFactory = Callable[[], Channel]
+
+
+def run_broker(open_channel: ChannelFactory, message: Message, consumer: Consumer | None = None) -> pd.DataFrame:
+    """Every duplicate source on one broker: one row per source, with the charges made with and without the inbox.
+
+    ``open_channel`` gives a fresh, empty channel (queue, stream or model) for each
+    run and cleans it up when its ``with`` block ends, so no run sees another's copies.
+    """
+    consumer = consumer or Consumer()
+    rows = []
+    for source in SOURCES:
+        consumer.empty()
+        with open_channel() as channel:
+            run_source(channel, source, consumer, message)
+            rows.append({"broker": channel.name, "source": source, "deliveries handled": consumer.handled,
+                         "charges without inbox": consumer.charges(inbox=False),
+                         "charges with inbox": consumer.charges(inbox=True)})
+    return pd.DataFrame(rows)
+
+
+def exactly_once_table(results: list[pd.DataFrame]) -> pd.DataFrame:
+    """The lesson's table: a row per duplicate source, a column per broker, and the inbox's column last.
+
+    A cell says whether the duplicate ``reached`` the consumer (a consumer without an
+    inbox charged twice) or the broker ``removed`` it. The last column says whether
+    the inbox kept every broker at one charge for that source.
+    """
+    runs = pd.concat(results, ignore_index=True)
+    # One charge: the broker removed the copy; two: it reached the consumer; none would be a lost payment.
+    cells = runs.assign(cell=runs["charges without inbox"].map(lambda n: {0: "lost", 1: REMOVED}.get(n, REACHED)))
+    table = cells.pivot(index="source", columns="broker", values="cell")
+    table = table.reindex(index=list(SOURCES), columns=list(dict.fromkeys(runs["broker"])))
+    caught = runs.groupby("source")["charges with inbox"].max().reindex(list(SOURCES))
+    table["with the inbox (any broker)"] = caught.map(lambda n: "caught (1 charge)" if n == 1 else f"charged {n} times")
+    table.columns.name = None
+    return table
+
+
+def duplicates_reaching(results: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per broker: how many of the six sources charged twice without the inbox, and with it."""
+    runs = pd.concat(results, ignore_index=True)
+    runs["without the inbox"] = (runs["charges without inbox"] > 1).astype(int)
+    runs["with the inbox"] = (runs["charges with inbox"] > 1).astype(int)
+    return runs.groupby("broker", sort=False)[["without the inbox", "with the inbox"]].sum()

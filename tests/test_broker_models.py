@@ -1,0 +1,145 @@
+"""The modelled brokers: each deduplication window and key rule, inside and outside, and what still gets through."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from idemlib.brokers import MODELS, SOURCES, SQS_FIFO_CONTENT, Consumer, exactly_once_table, model_named, run_broker
+from idemlib.brokers.models import (
+    KAFKA_IDEMPOTENT,
+    PUBSUB,
+    SERVICE_BUS,
+    SQS_FIFO,
+    BrokerModel,
+    asb_window,
+    kafka_transaction_effects,
+)
+from idemlib.facts import fact_seconds
+from idemlib.messages import Message
+
+M7F3 = Message.charge("m-7f3", 1042, 40)
+
+
+def stored_after(model: BrokerModel, gap: float, *, key2: str = "m-7f3", body2: dict | None = None,
+                 retry: bool = True) -> int:
+    """Publish m-7f3, wait ``gap`` seconds, publish again; how many copies the queue delivers."""
+    channel = model.open()
+    channel.publish(M7F3, "m-7f3")
+    channel.clock.advance(gap)
+    channel.publish(Message("m-7f3", body2 or M7F3.body), key2, retry=retry)
+    count = 0
+    while (delivery := channel.receive()) is not None:
+        channel.ack(delivery)
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize(("model", "window"), [(SQS_FIFO, fact_seconds("sqs_fifo_dedup_interval")),
+                                                (SERVICE_BUS, fact_seconds("asb_dup_detection_default"))])
+def test_an_id_window_drops_a_repeat_inside_it_and_stores_one_after_it(model, window):
+    assert stored_after(model, window - 10) == 1
+    assert stored_after(model, window + 10) == 2
+    assert stored_after(model, 5, key2="m-7f3:again") == 2  # a new ID is a new message
+
+
+def test_the_windows_come_from_the_facts():
+    assert SQS_FIFO.window == 300 and SERVICE_BUS.window == 600
+    assert asb_window(20) == 20 and asb_window(7 * 86400) == 7 * 86400
+
+
+@pytest.mark.parametrize("seconds", [19, 7 * 86400 + 1])
+def test_service_bus_refuses_a_window_outside_20_seconds_to_7_days(seconds):
+    with pytest.raises(ValueError, match="between 20 seconds and 7 days"):
+        asb_window(seconds)
+
+
+def test_service_bus_basic_tier_has_no_duplicate_detection():
+    with pytest.raises(ValueError, match="Basic tier"):
+        asb_window(tier="Basic")
+
+
+def test_content_based_deduplication_keys_on_the_body_not_the_id():
+    assert stored_after(SQS_FIFO_CONTENT, 5, key2="another-id") == 1  # same bytes, other ID: dropped
+    assert stored_after(SQS_FIFO_CONTENT, 5, body2={"order_id": 1042, "amount": 41}) == 2  # other bytes: kept
+    assert stored_after(SQS_FIFO, 5, key2="another-id") == 2  # the ID rule keeps it
+
+
+def test_content_based_deduplication_collapses_two_real_payments_with_the_same_bytes():
+    assert stored_after(SQS_FIFO_CONTENT, 60, key2="m-8a1") == 1  # a second real $40 charge of order 1042, lost
+
+
+def test_kafka_discards_only_the_producers_own_retry():
+    assert stored_after(KAFKA_IDEMPOTENT, 1, retry=True) == 1
+    assert stored_after(KAFKA_IDEMPOTENT, 86400, retry=True) == 1  # no time limit on the producer's own retry
+    assert stored_after(KAFKA_IDEMPOTENT, 1, retry=False) == 2  # a new send is a new sequence number
+
+
+def test_pubsub_does_not_deduplicate_publishes():
+    assert PUBSUB.window is None
+    assert stored_after(PUBSUB, 1) == 2
+
+
+def test_a_model_refuses_a_nonsense_configuration():
+    with pytest.raises(ValueError, match="key_rule"):
+        BrokerModel("x", "guesswork", 10, "lease", "none")
+    with pytest.raises(ValueError, match="positive"):
+        replace(SQS_FIFO, window=0)
+    with pytest.raises(KeyError, match="SQS FIFO"):
+        model_named("MSMQ")
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_every_model_redelivers_after_a_crash_and_after_a_lease_runs_out(model):
+    runs = run_broker(model.open, M7F3).set_index("source")
+    for source in ("consumer crash after commit, before ack", "lease expires while the handler works",
+                   "dead-letter replay", "producer retry after the window", "relay republish with a new ID"):
+        assert runs.loc[source, "charges without inbox"] == 2, (model.name, source)
+    assert (runs["charges with inbox"] == 1).all()
+
+
+def test_the_table_of_the_five_models():
+    consumer = Consumer()
+    table = exactly_once_table([run_broker(model.open, M7F3, consumer) for model in MODELS])
+    inside = table.loc["producer retry inside the window"]
+    assert inside["Pub/Sub exactly-once"] == "reached"
+    assert (inside.drop(["Pub/Sub exactly-once", "with the inbox (any broker)"]) == "removed").all()
+    assert (table.drop("producer retry inside the window").drop(columns="with the inbox (any broker)")
+            == "reached").all().all()
+    assert (table["with the inbox (any broker)"] == "caught (1 charge)").all()
+    assert list(table.index) == list(SOURCES)
+
+
+@pytest.mark.parametrize(("output", "copies"), [("Kafka topic", 1), ("database", 2), ("database with offset", 1)])
+def test_kafka_transactions_cover_effects_inside_kafka_only(output, copies):
+    assert kafka_transaction_effects(output) == copies
+    assert kafka_transaction_effects(output, crash_before_commit=False) == 1
+
+
+def test_kafka_transactions_refuse_an_unknown_output():
+    with pytest.raises(ValueError, match="Kafka topic"):
+        kafka_transaction_effects("email")
+
+
+def test_the_kafka_window_is_the_producer_session_not_a_time():
+    assert math.isinf(KAFKA_IDEMPOTENT.window)
+
+
+def test_a_model_dead_letters_a_poison_message_after_its_limit_and_replays_it_once():
+    from functools import partial
+
+    from idemlib.brokers.compare import RABBITMQ_MODEL
+    from idemlib.brokers.demos import crash_on_every_delivery
+    from idemlib.brokers.models import ModelChannel
+
+    deliveries, dead = crash_on_every_delivery(partial(ModelChannel, RABBITMQ_MODEL, max_deliveries=3), M7F3)
+    assert list(deliveries["delivery count"]) == [1, 2, 3]
+    assert dead == [{"reason": "no ack before the lease expired", "deliveries": 3}]
+    channel = ModelChannel(RABBITMQ_MODEL, max_deliveries=1)
+    channel.publish(M7F3, "m-7f3")
+    channel.drop(channel.receive())
+    assert channel.receive() is None  # the one delivery allowed is spent: dead-lettered
+    assert channel.replay_dead_letters() == 1 and channel.replay_dead_letters() == 0
+    assert channel.receive().message == M7F3

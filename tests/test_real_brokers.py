@@ -1,0 +1,159 @@
+"""The real RabbitMQ and NATS JetStream, as lesson 07 uses them. Skipped locally without a server, failed in CI."""
+
+from __future__ import annotations
+
+import pytest
+
+from idemlib.messages import Message
+from idemlib.servers import NATS, RABBITMQ, Server, require_servers
+
+M7F3 = Message.charge("m-7f3", 1042, 40)
+
+
+def need(server: Server) -> None:
+    reason = server.unavailable()
+    if reason is not None:
+        if require_servers():
+            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def rabbit():
+    need(RABBITMQ)
+    from idemlib.brokers.rabbitmq import RabbitChannel
+
+    with RabbitChannel(delivery_limit=2) as channel:
+        yield channel
+
+
+@pytest.fixture
+def stream():
+    need(NATS)
+    from idemlib.brokers.jetstream import JetStreamChannel
+
+    with JetStreamChannel() as channel:
+        yield channel
+
+
+def test_rabbitmq_redelivers_after_a_dropped_connection_with_the_flag_and_the_count(rabbit):
+    rabbit.publish(M7F3, "m-7f3")
+    first = rabbit.receive()
+    assert (first.redelivered, first.count) == (False, 1)
+    rabbit.drop(first)
+    again = rabbit.receive()
+    assert again.message == M7F3
+    assert (again.redelivered, again.count) == (True, 2)  # x-delivery-count 1
+    assert rabbit.ack(again)
+    assert rabbit.receive() is None
+
+
+def test_rabbitmq_stores_every_publish(rabbit):
+    assert rabbit.publish(M7F3, "m-7f3") and rabbit.publish(M7F3, "m-7f3", retry=True)
+    assert [rabbit.receive() is not None for _ in range(3)] == [True, True, False]
+
+
+def test_rabbitmq_dead_letters_past_the_delivery_limit(rabbit):
+    rabbit.publish(M7F3, "m-7f3")
+    counts = []
+    while (delivery := rabbit.receive()) is not None:
+        counts.append(delivery.count)
+        rabbit.drop(delivery)
+    assert counts == [1, 2, 3]  # delivery-limit 2: redelivered twice, then dead-lettered
+    [(message, headers)] = rabbit.dead_letters()
+    assert message == M7F3
+    assert headers["x-first-death-reason"] == "delivery_limit"
+
+
+def test_rabbitmq_redelivered_flag_does_not_say_whether_the_first_attempt_committed():
+    need(RABBITMQ)
+    from idemlib.brokers.demos import redelivery_hint
+    from idemlib.brokers.rabbitmq import RabbitChannel
+
+    committed = redelivery_hint(RabbitChannel, M7F3, committed=True)
+    not_committed = redelivery_hint(RabbitChannel, M7F3, committed=False)
+    for key in ("redelivered flag", "delivery count"):
+        assert committed[key] == not_committed[key]
+    assert committed["charges before the redelivery"] == 1 and not_committed["charges before the redelivery"] == 0
+    assert committed["charges after it, with the inbox"] == not_committed["charges after it, with the inbox"] == 1
+
+
+def test_rabbitmq_consumer_timeout_closes_the_channel_and_requeues(rabbit):
+    rabbit.publish(M7F3, "m-7f3")
+    slow = rabbit.receive()
+    rabbit.outlive_lease(slow)
+    again = rabbit.receive()
+    assert again.redelivered
+    assert not rabbit.ack(slow)  # the slow consumer's channel is gone; its late ack is refused
+    assert rabbit.ack(again)
+
+
+def test_rabbitmq_queues_are_deleted_when_the_channel_closes():
+    need(RABBITMQ)
+    import pika.exceptions
+
+    from idemlib.brokers.rabbitmq import RabbitChannel, _connect
+
+    with RabbitChannel() as channel:
+        name = channel.queue
+    connection = _connect()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker, match="NOT_FOUND"):
+        connection.channel().queue_declare(name, passive=True)
+    connection.close()
+
+
+def test_jetstream_deduplicates_inside_the_window_only(stream):
+    assert stream.publish(M7F3, "m-7f3")
+    assert not stream.publish(M7F3, "m-7f3", retry=True)
+    stream.pass_window()
+    assert stream.publish(M7F3, "m-7f3")
+    assert [s.sequence for s in stream.stored] == [1, 1, 2]  # the duplicate is answered with the original's sequence
+    assert stream.stream_state()["messages"] == 2
+
+
+def test_jetstream_redelivers_after_the_ack_wait_with_the_count(stream):
+    stream.publish(M7F3, "m-7f3")
+    first = stream.receive()
+    assert first.count == 1 and stream.receive(patience=0) is None  # nothing new while the ack wait runs
+    stream.drop(first)
+    again = stream.receive()
+    assert (again.count, again.redelivered, again.message) == (2, True, M7F3)
+    stream.ack(again)
+    assert [d["stream sequence"] for d in stream.deliveries] == [1, 1]
+
+
+def test_jetstream_replays_a_terminated_message_from_the_stream(stream):
+    stream.publish(M7F3, "m-7f3")
+    stream.give_up(stream.receive())
+    assert stream.receive() is None
+    stream.pass_window()
+    assert stream.replay_dead_letters() == 1
+    replayed = stream.receive()
+    assert replayed.message == M7F3 and replayed.count == 1
+    assert stream.deliveries[-1]["stream sequence"] == 2
+
+
+def test_jetstream_stops_after_max_deliver_and_keeps_no_dead_letter():
+    need(NATS)
+    from idemlib.brokers.demos import crash_on_every_delivery
+    from idemlib.brokers.jetstream import JetStreamChannel
+
+    deliveries, dead = crash_on_every_delivery(lambda: JetStreamChannel(max_deliver=3), M7F3)
+    assert list(deliveries["delivery count"]) == [1, 2, 3]
+    assert dead == []  # the stream still holds the message; nothing moved it anywhere
+
+
+def test_a_consumer_timeout_too_long_to_wait_for_fails_in_ci_and_is_stood_in_for_elsewhere(rabbit, monkeypatch):
+    import idemlib.brokers.rabbitmq as adapter
+
+    monkeypatch.setattr(adapter, "LEASE_WAIT_SECONDS", 0.05)  # shorter than the server's 1 s timeout
+    rabbit.publish(M7F3, "m-7f3")
+    monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", "1")
+    first = rabbit.receive()
+    with pytest.raises(adapter.LeaseNotExpired, match="consumer_timeout"):
+        rabbit.outlive_lease(first)
+    monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", "0")
+    rabbit.drop(first)  # still held after the error; let it go back
+    held = rabbit.receive()
+    rabbit.outlive_lease(held)  # closes the channel itself, as the timeout would
+    assert rabbit.receive().redelivered and rabbit.last_lease_seconds is None
