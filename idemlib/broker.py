@@ -56,17 +56,36 @@ class DeadLetter:
     reason: str
 
 
+READY, LEASED, ACKED, DEAD = "ready", "leased", "acked", "dead-lettered"
+PLACES = (READY, LEASED, ACKED, DEAD)
+"""Where a published message can be: exactly one of these at any moment."""
+
+MOVES = {
+    READY: {LEASED, ACKED, DEAD},  # delivered; acked late, after its lease ran out; given up on
+    LEASED: {READY, ACKED},        # lease expired or released; acked
+    ACKED: set(),                  # gone for good: never delivered again
+    DEAD: set(),                   # in the dead-letter queue, for an operator to replay
+}
+"""The broker's state machine: from each place, the places a message may move to."""
+
+
 @dataclass
 class _Stored:
     message: Message
+    place: str = READY
     deliveries: int = 0
     receipt: int = 0
-    leased: bool = False
     last_failure: str = "no ack before the lease expired"
 
 
 class Broker:
-    """A queue that delivers at least once: it would rather repeat a message than lose one."""
+    """A queue that delivers at least once: it would rather repeat a message than lose one.
+
+    Each published message is in exactly one place (:data:`PLACES`) and moves only as
+    :data:`MOVES` allows, whatever order receives, acks, releases and lease expiries
+    come in: a late ack from a consumer whose lease ran out, an ack for a message
+    already acked, a release from a consumer that no longer holds the lease.
+    """
 
     def __init__(
         self,
@@ -85,10 +104,10 @@ class Broker:
         self.visibility_timeout = visibility_timeout
         self.max_deliveries = max_deliveries
         self.dead_letters: list[DeadLetter] = []
-        self._stored: dict[int, _Stored] = {}
+        self._stored: list[_Stored] = []  # by position; acked and dead-lettered messages stay, marked
         self._ready: deque[int] = deque()
+        self._leased: set[int] = set()
         self._leases: list[tuple[float, int, int]] = []  # (expires_at, position, receipt)
-        self._published = 0
 
     def publish(self, message: Message) -> int:
         """Put ``message`` on the queue and return its position, the broker's own handle for it.
@@ -96,9 +115,8 @@ class Broker:
         Publishing the same message twice stores two copies: the broker does not
         deduplicate, just as a plain queue does not.
         """
-        position = self._published
-        self._published += 1
-        self._stored[position] = _Stored(message)
+        position = len(self._stored)
+        self._stored.append(_Stored(message))
         self._ready.append(position)
         self.trace.record("broker", "published", message.label)
         return position
@@ -107,14 +125,14 @@ class Broker:
         """Lease the next available message to ``consumer``, or return None when none is available."""
         self._expire_leases()
         while self._ready:
-            position = self._ready.popleft()
+            position = self._ready[0]
             stored = self._stored[position]
             if stored.deliveries >= self.max_deliveries:
                 self._dead_letter(position, stored)
                 continue
+            self._move(position, LEASED)
             stored.deliveries += 1
             stored.receipt += 1
-            stored.leased = True
             expires = self.clock.now() + self.visibility_timeout
             heapq.heappush(self._leases, (expires, position, stored.receipt))
             self.trace.record(
@@ -125,14 +143,17 @@ class Broker:
         return None
 
     def ack(self, delivery: Delivery) -> bool:
-        """Remove the delivered message for good. Returns False if it was already removed.
+        """Remove the delivered message for good. Returns False if it was already acked or dead-lettered.
 
         An ack arriving after the lease expired still removes the message, as an SQS
-        delete does, even if another consumer now holds it.
+        delete does, whether it is waiting on the queue again or another consumer
+        now holds it.
         """
-        stored = self._stored.pop(delivery.position, None)
         self.trace.record(delivery.consumer, "acked", delivery.message_id, delivery.count)
-        return stored is not None
+        if self._stored[delivery.position].place in (ACKED, DEAD):
+            return False
+        self._move(delivery.position, ACKED)
+        return True
 
     def release(self, delivery: Delivery, reason: str) -> None:
         """Give the message back at once, as a negative acknowledgement (nack) does.
@@ -140,43 +161,60 @@ class Broker:
         A live consumer that cannot handle a message releases it so it is retried
         without waiting out the lease; ``reason`` is kept for the dead-letter queue.
         """
-        stored = self._stored.get(delivery.position)
-        if stored is None or stored.receipt != delivery.receipt or not stored.leased:
+        stored = self._stored[delivery.position]
+        if stored.place != LEASED or stored.receipt != delivery.receipt:
             return  # the lease already moved on; the message is not this consumer's to release
-        stored.leased = False
         stored.last_failure = reason
-        self._ready.append(delivery.position)
+        self._move(delivery.position, READY)
 
     def next_lease_expiry(self) -> float | None:
         """When the earliest outstanding lease runs out, or None if no message is leased."""
         while self._leases:
             expires, position, receipt = self._leases[0]
-            stored = self._stored.get(position)
-            if stored is not None and stored.leased and stored.receipt == receipt:
+            stored = self._stored[position]
+            if stored.place == LEASED and stored.receipt == receipt:
                 return expires
             heapq.heappop(self._leases)  # acked or released since; nothing to expire
         return None
 
+    def place_of(self, position: int) -> str:
+        """Where the message published at ``position`` is now: one of :data:`PLACES`."""
+        return self._stored[position].place
+
     @property
     def is_empty(self) -> bool:
         """True when every message has been acknowledged or dead-lettered."""
-        return not self._stored
+        return not self._ready and not self._leased
 
     @property
     def waiting(self) -> int:
         """How many messages are on the queue, leased or not."""
-        return len(self._stored)
+        return len(self._ready) + len(self._leased)
+
+    def _move(self, position: int, to: str) -> None:
+        """Move one message to another place, keeping the ready queue and the leased set in step."""
+        stored = self._stored[position]
+        if to not in MOVES[stored.place]:
+            raise RuntimeError(f"broker bug: {stored.message.label} cannot move from {stored.place} to {to}")
+        if stored.place == READY:
+            self._ready.remove(position)  # the front of the queue, except for a late ack
+        elif stored.place == LEASED:
+            self._leased.discard(position)
+        if to == READY:
+            self._ready.append(position)
+        elif to == LEASED:
+            self._leased.add(position)
+        stored.place = to
 
     def _expire_leases(self) -> None:
         now = self.clock.now()
         while (expires := self.next_lease_expiry()) is not None and expires <= now:
             _, position, _ = heapq.heappop(self._leases)
             stored = self._stored[position]
-            stored.leased = False
+            self._move(position, READY)
             self.trace.record("broker", "lease expired", stored.message.label, stored.deliveries, at=expires)
-            self._ready.append(position)
 
     def _dead_letter(self, position: int, stored: _Stored) -> None:
-        del self._stored[position]
+        self._move(position, DEAD)
         self.dead_letters.append(DeadLetter(stored.message, stored.deliveries, stored.last_failure))
         self.trace.record("broker", "dead-lettered", stored.message.label, stored.deliveries, stored.last_failure)

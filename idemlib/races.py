@@ -17,7 +17,7 @@ from idemlib.broker import Broker, Delivery
 from idemlib.clock import VirtualClock
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.handlers import Context, Handler, InboxHandler, Steps
-from idemlib.messages import BadMessage, Message
+from idemlib.messages import Message, expected_total, valid_charges
 from idemlib.stores import (DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, SQLitePayments,
                             WriteConflict, postgres_unavailable, require_servers)
 from idemlib.trace import Trace
@@ -154,7 +154,11 @@ def with_duplicates(messages: list[Message], *, every: int = 3) -> list[Message]
 
 @dataclass(frozen=True)
 class StressResult:
-    """What several real consumers did to a stream with duplicates."""
+    """What several real consumers did to a stream with duplicates.
+
+    ``distinct`` counts the valid message IDs, the payments a correct consumer makes;
+    ``conflicts`` counts every delivery given back, whatever failed it.
+    """
 
     engine: str
     consumers: int
@@ -209,14 +213,19 @@ def stress(
             try:
                 for _ in handler.run(context):
                     pass
-            except (WriteConflict, BadMessage) as error:
-                session.rollback()
+            except Exception as error:  # noqa: BLE001 - any failure gives the message back, never kills the worker
+                # A worker that died here would hold the lease for ever (this clock never
+                # moves, so it would never expire) and the run would never end.
+                try:
+                    session.rollback()
+                except Exception:  # noqa: BLE001 - a broken connection: reconnect, the engine drops its transaction
+                    session = database.session()
                 with lock:
                     conflicts[0] += 1
-                    broker.release(delivery, str(error))
+                    broker.release(delivery, f"{type(error).__name__}: {error}")
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=work, args=(f"consumer {chr(65 + i)}",)) for i in range(consumers)]
+    threads = [threading.Thread(target=work, args=(f"consumer {chr(65 + i)}",), daemon=True) for i in range(consumers)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -224,7 +233,7 @@ def stress(
     seconds = time.perf_counter() - started
 
     charges = database.payments()["message_id"].value_counts()
-    distinct = {m.message_id: m.body["amount"] for m in messages}
+    distinct = valid_charges(messages)
     counts = [int(charges.get(message_id, 0)) for message_id in distinct]
     return StressResult(
         engine=database.engine,
@@ -232,7 +241,7 @@ def stress(
         published=len(messages),
         distinct=len(distinct),
         total_charged=database.total_charged(),
-        expected_total=sum(distinct.values()),
+        expected_total=expected_total(messages),
         messages_charged_twice=sum(count > 1 for count in counts),
         messages_never_charged=sum(count == 0 for count in counts),
         dead_lettered=len(broker.dead_letters),

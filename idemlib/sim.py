@@ -18,7 +18,7 @@ from idemlib.broker import Broker, DeadLetter, Delivery
 from idemlib.clock import VirtualClock
 from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, Handler, ProviderError, ResponseLost, Steps
-from idemlib.messages import BadMessage, Charge, Message
+from idemlib.messages import BadMessage, Charge, Message, expected_total
 from idemlib.provider import PaymentProvider, Response
 from idemlib.stores import DuckDBPayments, PaymentsDatabase, PaymentsSession, WriteConflict
 from idemlib.trace import Trace
@@ -30,7 +30,8 @@ STEP_EVENTS = {"commit": "committed", "charge": "charged"}
 
 OUTCOMES = ("charge lost", "charged once", "charged twice")
 FAILURE_EVENTS = {BadMessage: "rejected", WriteConflict: "conflict", ProviderError: "provider failed",
-                  ResponseLost: "response lost"}
+                  ResponseLost: "response lost", Exception: "failed"}
+"""The trace event for a step that raised, by the most specific kind of error; any other error is ``failed``."""
 
 
 def outcome_of(charges: int) -> str:
@@ -67,9 +68,8 @@ class RunResult:
 
     @property
     def expected_total(self) -> int:
-        """Dollars that should have been charged: each distinct well-formed message once."""
-        amounts = {m.message_id: m.body.get("amount", 0) for m in self.messages if isinstance(m.body, dict)}
-        return int(sum(amount for amount in amounts.values() if isinstance(amount, int)))
+        """Dollars that should have been charged: each distinct valid message once (see :func:`expected_total`)."""
+        return expected_total(self.messages)
 
     def charges_per_message(self) -> pd.Series:
         """How many committed charges each published message ID caused (0 where none)."""
@@ -110,6 +110,11 @@ def simulate(
     messages = list(messages)
     faults = faults or FaultPlan()
     durations = dict(step_seconds or {})
+    if consumers < 1:
+        raise ValueError(f"consumers must be at least 1, got {consumers}: somebody has to work the queue")
+    for step, seconds in durations.items():
+        if not 0 <= seconds < float("inf"):
+            raise ValueError(f"step_seconds[{step!r}] must be a finite number of seconds, 0 or more, got {seconds}")
     database = database or DuckDBPayments()
     clock = VirtualClock()
     if provider is not None:
@@ -196,12 +201,18 @@ def _advance(worker: _Consumer, faults: FaultPlan, broker: Broker, trace: Trace,
 
     try:
         next_step = next(worker.job, None)
-    except (BadMessage, WriteConflict, ProviderError) as error:
+    except Exception as error:  # noqa: BLE001 - whatever a step raises fails this delivery, not the run
         # A live consumer that cannot finish gives the message back; the broker
-        # retries it and dead-letters it after max_deliveries, so it is never lost.
-        worker.session.rollback()
-        record(next(FAILURE_EVENTS[kind] for kind in type(error).__mro__ if kind in FAILURE_EVENTS), str(error))
-        broker.release(delivery, str(error))
+        # retries it and dead-letters it after max_deliveries, so it is never lost
+        # and the messages behind it keep moving.
+        was_open = worker.session.in_transaction
+        event = next(FAILURE_EVENTS[kind] for kind in type(error).__mro__ if kind in FAILURE_EVENTS)
+        reason = str(error) if event != "failed" else f"{type(error).__name__}: {error}"
+        record(event, reason)
+        _roll_back(worker, database)
+        if was_open:
+            record("rolled back")
+        broker.release(delivery, reason)
         _end(worker)
         return 0.0
     if worker.step is not None and worker.step != "ack":  # an ack records its own fate
@@ -223,6 +234,18 @@ def _advance(worker: _Consumer, faults: FaultPlan, broker: Broker, trace: Trace,
         return RESTART_SECONDS
     worker.step = next_step
     return 0.0
+
+
+def _roll_back(worker: _Consumer, database: PaymentsDatabase) -> None:
+    """Roll back the worker's open transaction after a failed step.
+
+    A session whose rollback fails too (its connection broke) is replaced by a new
+    one, as a consumer reconnects; the engine drops the broken transaction.
+    """
+    try:
+        worker.session.rollback()
+    except Exception:  # noqa: BLE001 - the old connection is beyond use either way
+        worker.session = database.session()
 
 
 def _end(worker: _Consumer) -> None:

@@ -18,7 +18,7 @@ class Trace:
 
     Events use the course's vocabulary: ``published``, ``delivered``, ``step``,
     ``crashed``, ``committed``, ``rolled back``, ``duplicate skipped``, ``acked``,
-    ``ack lost``, ``rejected``, ``dead-lettered``.
+    ``ack lost``, ``rejected``, ``failed`` (a step raised any other error), ``dead-lettered``.
     """
 
     clock: VirtualClock

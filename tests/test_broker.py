@@ -1,6 +1,9 @@
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, rule
 
-from idemlib.broker import Broker
+from idemlib.broker import ACKED, DEAD, LEASED, PLACES, READY, Broker
 from idemlib.clock import VirtualClock
 from idemlib.messages import Message
 from idemlib.trace import Trace
@@ -96,3 +99,110 @@ def test_the_trace_records_deliveries_and_expired_leases_at_the_moment_they_happ
 def test_impossible_settings_are_refused(settings):
     with pytest.raises(ValueError):
         make_broker(**settings)
+
+
+def test_an_ack_after_the_lease_expired_but_before_redelivery_leaves_the_queue_consistent():
+    # Issue 10: the late ack removed the message but left its slot in the ready queue,
+    # and the next receive raised KeyError.
+    clock, broker = make_broker(visibility_timeout=10)
+    broker.publish(M)
+    broker.publish(Message.charge("m-8a1", 1043, 15))
+    slow = broker.receive("A")
+    clock.advance(10)
+    behind = broker.receive("B")  # A's lease has expired: m-7f3 is back on the queue, behind m-8a1
+    assert behind.message.message_id == "m-8a1"
+    assert broker.ack(slow) is True  # A's late ack still removes m-7f3
+    assert broker.receive("C") is None
+    broker.ack(behind)
+    assert broker.is_empty and broker.waiting == 0
+
+
+MESSAGES = [M, Message.charge("m-8a1", 1043, 15), Message.charge("m-9c2", 1044, 5)]
+
+
+class BrokerUnderAnyTiming(RuleBasedStateMachine):
+    """Random interleavings of publish, receive, ack, late ack, lost ack, release and lease expiry."""
+
+    def __init__(self):
+        super().__init__()
+        self.clock, self.broker = make_broker(visibility_timeout=10, max_deliveries=3)
+        self.published = 0
+        self.acked: set[int] = set()          # positions whose ack the broker accepted
+        self.current: dict[int, object] = {}  # position -> the delivery holding its lease, as far as we know
+
+    held = Bundle("held")
+
+    @initialize()
+    def a_queue_with_messages_on_it(self):
+        for message in MESSAGES:
+            self.publish(message)
+
+    @rule(message=st.sampled_from(MESSAGES))
+    def publish(self, message):
+        assert self.broker.publish(message) == self.published
+        self.published += 1
+
+    @rule(target=held, consumer=st.sampled_from(["A", "B"]))
+    def receive(self, consumer):
+        delivery = self.broker.receive(consumer)
+        if delivery is None:
+            return multiple()
+        assert delivery.position not in self.acked, "an acked message was delivered again"
+        holder = self.current.get(delivery.position)
+        assert holder is None or holder.lease_expires_at <= self.clock.now(), "a live lease was handed out twice"
+        assert delivery.count <= self.broker.max_deliveries
+        self.current[delivery.position] = delivery
+        return delivery
+
+    @rule(delivery=consumes(held))
+    def ack(self, delivery):  # on time or late: the lease may have expired, the message moved on
+        place = self.broker.place_of(delivery.position)
+        assert self.broker.ack(delivery) is (place in (READY, LEASED))
+        if place in (READY, LEASED):
+            self.acked.add(delivery.position)
+            self.current.pop(delivery.position, None)
+
+    @rule(delivery=consumes(held))
+    def lose_the_ack(self, delivery):
+        """The consumer acked, but the ack never arrived: the broker hears nothing."""
+
+    @rule(delivery=consumes(held))
+    def release(self, delivery):
+        self.broker.release(delivery, "handler failed")
+        if self.current.get(delivery.position) is delivery and self.broker.place_of(delivery.position) == READY:
+            del self.current[delivery.position]
+
+    @rule(seconds=st.sampled_from([4, 10]))
+    def time_passes(self, seconds):
+        self.clock.advance(seconds)
+
+    @invariant()
+    def every_message_is_in_exactly_one_place_and_nothing_vanishes(self):
+        places = [self.broker.place_of(position) for position in range(self.published)]
+        assert all(place in PLACES for place in places)
+        assert self.broker.waiting == places.count(READY) + places.count(LEASED)
+        assert self.broker.is_empty is (self.broker.waiting == 0)
+        assert len(self.broker.dead_letters) == places.count(DEAD)
+        assert all(places[position] == ACKED for position in self.acked)
+
+    @invariant()
+    def a_message_is_dead_lettered_only_after_max_deliveries(self):
+        assert all(dead.deliveries == self.broker.max_deliveries for dead in self.broker.dead_letters)
+
+    def teardown(self):
+        # Whatever happened, a patient consumer empties the queue: every message ends acked or dead-lettered.
+        for _ in range(self.published * self.broker.max_deliveries + 1):
+            if self.broker.is_empty:
+                break
+            self.clock.advance(self.broker.visibility_timeout)
+            delivery = self.broker.receive("drain")
+            if delivery is not None:
+                self.broker.ack(delivery)
+        assert self.broker.is_empty
+        assert {self.broker.place_of(position) for position in range(self.published)} <= {ACKED, DEAD}
+
+
+BrokerUnderAnyTiming.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, derandomize=True, database=None, deadline=None,
+)
+test_the_broker_stays_consistent_under_any_timing = BrokerUnderAnyTiming.TestCase

@@ -1,12 +1,16 @@
 """The Idempotency-Key header on a real HTTP server on loopback, with a real HTTP client."""
 
 import socket
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
-from idemlib.http_api import ChargesApi, Client, serve
+from idemlib.http import ChargesApi, Client, KeyRecord, decide, serve
 from idemlib.provider import behaviours
+from idemlib.stores import DuckDBPayments
 
 CHARGE = {"order_id": 1042, "amount": 40}
 
@@ -134,3 +138,167 @@ def test_stopping_the_server_frees_its_port():
     server.stop()
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+# Concurrency, failures and the in-progress deadline (issues 10 and 12).
+
+def failing_charge_once(monkeypatch):
+    """The next charge's insert raises, as a bug or a broken database would."""
+    from idemlib.stores.sql import PaymentsSession
+    real = PaymentsSession.charge
+    calls = []
+
+    def charge(self, *args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise RuntimeError("the database went away")
+        return real(self, *args)
+    monkeypatch.setattr(PaymentsSession, "charge", charge)
+
+
+@pytest.mark.parametrize(("rules", "retry_status", "executions"), [("stripe-v1", 500, 0), ("stripe-v2", 201, 1),
+                                                                    ("ietf-draft", 500, 0)])
+def test_a_handler_failure_is_answered_500_and_leaves_no_key_in_progress(monkeypatch, rules, retry_status, executions):
+    failing_charge_once(monkeypatch)
+    api = ChargesApi(behaviours()[rules])
+    with serve(api) as running:
+        first = Client(running.url).post_charge(CHARGE, key="m-7f3")[0]
+        assert (first.status, first.body["status"]) == (500, 500) and "nothing was charged" in first.body["detail"]
+        assert api.stored_keys() == [("shop-1", "m-7f3", 500)]  # recorded, never left in progress
+        retry = Client(running.url).post_charge(CHARGE, key="m-7f3")[0]
+    assert retry.status == retry_status and api.executions == executions
+
+
+def test_the_largest_amount_the_column_holds_is_charged_and_extra_fields_are_ignored(api, client):
+    [attempt] = client.post_charge({"order_id": 2**31 - 1, "amount": 2**31 - 1, "note": "\u0000"}, key="max")
+    assert attempt.status == 201 and api.payments.total_charged() == 2**31 - 1
+
+
+def record(**changes):
+    return KeyRecord(**{"client": "shop-1", "key": "m-7f3", "fingerprint": "f", "created_at": 0.0, "claim": 1,
+                        "deadline": 60.0, "status": None, "body": None, **changes})
+
+
+@pytest.mark.parametrize(("found", "now", "replays_errors", "decision"), [
+    (None, 0.0, True, "new"),
+    (record(), 59.0, True, "busy"),
+    (record(fingerprint="other"), 59.0, True, "busy"),  # in progress comes first: 409 before 422
+    (record(), 60.0, True, "takeover"),
+    (record(fingerprint="other"), 60.0, True, "mismatch"),
+    (record(deadline=None, status=201, body={}), 10.0, True, "replay"),
+    (record(deadline=None, status=201, body={}), 10.0, False, "replay"),
+    (record(deadline=None, status=503, body={}), 10.0, True, "replay"),
+    (record(deadline=None, status=503, body={}), 10.0, False, "rerun"),
+    (record(deadline=None, status=201, body={}), 86_400.0, True, "new"),  # expired
+    (record(), 86_400.0, True, "new"),  # expired while still in progress
+])
+def test_what_a_request_does_with_the_record_it_finds(found, now, replays_errors, decision):
+    assert decide(found, "f", now, retention_seconds=86_400, replays_errors=replays_errors) == decision
+
+
+def together(count, send):
+    """``count`` requests sent at the same moment from their own threads; their answers."""
+    barrier = threading.Barrier(count)
+    answers = []
+
+    def one():
+        barrier.wait()
+        answers.append(send())
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def test_under_stripe_v2_eight_simultaneous_retries_after_a_stored_failure_execute_once():
+    api = ChargesApi(behaviours()["stripe-v2"])
+    with serve(api) as running:
+        client = Client(running.url)
+        api.fail_next()
+        assert client.post_charge(CHARGE, key="k")[-1].status == 503
+        api.work_seconds = 0.2
+        answers = together(8, lambda: client.post_charge(CHARGE, key="k")[-1])
+    assert api.executions == 1 and api.payments.total_charged() == 40
+    executed = [a for a in answers if a.status == 201 and not a.replayed]
+    assert len(executed) == 1 and all(a.status == 409 or a.replayed for a in answers if a not in executed)
+
+
+@pytest.mark.parametrize("rival", [
+    "DELETE FROM idempotency_keys",  # what a duplicate did before: delete the expired key, then insert
+    "UPDATE idempotency_keys SET claim = claim + 1, deadline = 0",  # what a duplicate's claim does now
+])
+def test_a_request_whose_expired_key_a_concurrent_duplicate_is_renewing_is_answered(api, client, rival):
+    client.post_charge(CHARGE, key="m-7f3")
+    api.clock.advance(api.behaviour.retention_seconds)
+    duplicate = api.payments.connect()  # the duplicate is mid-way: its write is not committed yet
+    duplicate.execute("BEGIN")
+    duplicate.execute(rival)
+    [meets_it] = client.post_charge(CHARGE, key="m-7f3", retries=0)
+    duplicate.execute("ROLLBACK")
+    assert meets_it.status in (201, 409, 503) and meets_it.body["status"] == meets_it.status
+    api.clock.advance(api.in_progress_seconds)  # whatever claim is left in progress, its deadline has passed
+    [after] = client.post_charge(CHARGE, key="m-7f3", retries=0)
+    assert after.status == 201 and after.replayed == (meets_it.status == 201) and api.executions == 2
+
+
+def test_simultaneous_puts_and_deletes_of_one_order_are_all_answered(api, client):
+    answers = together(8, lambda: client.request("PUT", "/orders/5/status", {"status": "PAID"}))
+    answers += together(8, lambda: client.request("DELETE", "/orders/5/status"))
+    assert [a.status for a in answers] == [200] * 16 and api.order_status(5) is None
+
+
+def test_a_request_that_outlives_its_deadline_is_taken_over_and_only_the_takeover_charges(api, client):
+    api.work_seconds = 0.8
+    slow = []
+    first = threading.Thread(target=lambda: slow.extend(client.post_charge(CHARGE, key="m-7f3")))
+    first.start()
+    while api.stored_keys() != [("shop-1", "m-7f3", None)]:
+        time.sleep(0.01)  # until the first request has claimed the key; it is now at work
+    assert client.post_charge(CHARGE, key="m-7f3")[0].status == 409
+    api.clock.advance(api.in_progress_seconds)
+    api.work_seconds = 0.0
+    [takeover] = client.post_charge(CHARGE, key="m-7f3")
+    first.join()
+    assert slow[0].status == 409 and slow[0].body["title"] == "Request taken over"
+    assert (takeover.status, takeover.replayed) == (201, False)
+    assert api.executions == 1 and client.post_charge(CHARGE, key="m-7f3")[0].replayed
+
+
+CHILD = """
+import sys, time
+from idemlib.http import ChargesApi, serve
+from idemlib.stores import DuckDBPayments
+server = serve(ChargesApi(payments=DuckDBPayments(sys.argv[1]), work_seconds=60))
+print(server.url, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_server_killed_after_the_claim_leaves_a_key_that_a_retry_takes_over_after_the_deadline(tmp_path):
+    path = str(tmp_path / "keys.duckdb")
+    child = subprocess.Popen([sys.executable, "-c", CHILD, path], stdout=subprocess.PIPE, text=True)
+    try:
+        url = child.stdout.readline().strip()
+        impatient = Client(url, timeout=1.0)
+        [first] = impatient.post_charge(CHARGE, key="m-7f3", retries=0)  # claims, then works for a minute
+        assert first.status is None
+        give_up = time.monotonic() + 20
+        while impatient.post_charge(CHARGE, key="m-7f3", retries=0)[0].status != 409:  # the claim is committed
+            assert time.monotonic() < give_up, "the first request never claimed its key"
+        child.kill()  # SIGKILL: the process dies holding the claim, with no chance to clean up
+        child.wait(timeout=10)
+    finally:
+        child.kill()
+    api = ChargesApi(payments=DuckDBPayments(path))
+    assert api.stored_keys() == [("shop-1", "m-7f3", None)] and api.executions == 0  # stuck in progress, nothing charged
+    with serve(api) as running:
+        client = Client(running.url)
+        assert client.post_charge(CHARGE, key="m-7f3")[0].status == 409  # before the deadline: still in progress
+        api.clock.advance(api.in_progress_seconds)
+        answers = together(4, lambda: client.post_charge(CHARGE, key="m-7f3")[0])
+        late = client.post_charge(CHARGE, key="m-7f3")[0]
+    assert [a.status for a in answers].count(201) >= 1 and all(a.status in (201, 409) for a in answers)
+    assert [a.replayed for a in answers if a.status == 201].count(False) == 1 and late.replayed
+    assert api.executions == 1 and api.payments.total_charged() == 40

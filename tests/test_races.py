@@ -1,10 +1,12 @@
 """Races settled by real engines, in real threads, with the same handler code."""
 
+import threading
+
 import pytest
 
 from idemlib.explore import interleavings
 from idemlib.handlers import InboxHandler, NaiveHandler, WorkFirstHandler
-from idemlib.messages import payment_stream
+from idemlib.messages import Message, payment_stream
 from idemlib.races import race, race_engines, stress, with_duplicates
 from idemlib.stores import DuckDBPayments, SQLitePayments, WriteConflict
 
@@ -98,3 +100,25 @@ def test_race_engines_lists_duckdb_and_sqlite_always(monkeypatch):
     monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", "1")
     with pytest.raises(RuntimeError, match="IDEMLIB_POSTGRES_URL"):
         race_engines()
+
+
+def test_a_message_that_fails_in_a_worker_thread_is_dead_lettered_and_the_run_returns(engine):
+    # Issue 10: the engine's error killed the worker thread holding the lease, and the run never returned.
+    class RawCharge(InboxHandler):
+        def with_the_charge(self, ctx, charge):
+            yield "audit"
+            if ctx.message_id == "p-0003":
+                ctx.db.charge(2**70, 1, ctx.message_id)  # more than any engine's INTEGER column holds
+
+    stream = [*payment_stream(6), Message("m-big", {"order_id": 1042, "amount": 2**31})]
+    finished = []
+    worker = threading.Thread(daemon=True, target=lambda: finished.append(
+        stress(engine, stream, consumers=3, handler=RawCharge(), max_deliveries=3)))
+    worker.start()
+    worker.join(timeout=60)
+    assert finished, "stress() did not return: a worker thread died holding a lease"
+    [result] = finished
+    assert result.dead_lettered == 2 and result.messages_charged_twice == 0
+    assert result.expected_total == sum(m.body["amount"] for m in payment_stream(6))
+    assert result.total_charged == result.expected_total - payment_stream(6)[2].body["amount"]
+    assert result.messages_never_charged == 1

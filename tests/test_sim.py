@@ -6,6 +6,7 @@ from idemlib.handlers import InboxHandler, NaiveHandler
 from idemlib.explore import RUNNING_EXAMPLE, fault_sweep
 from idemlib.messages import Message, payment_stream
 from idemlib.sim import simulate
+from idemlib.stores import DuckDBPayments
 
 
 def test_the_story_of_lesson_01_naive_consumer_charges_80_for_one_40_message():
@@ -92,3 +93,93 @@ def test_many_messages_with_random_faults_are_each_charged_once_by_the_inbox(con
     result = simulate(InboxHandler(), stream, faults=plan, consumers=consumers, max_deliveries=20)
     assert set(result.charges_per_message()) == {1}
     assert result.dead_letters == []
+
+
+def test_two_consumers_with_a_crash_at_begin_and_a_charge_slower_than_the_lease_finish_the_run():
+    # Issue 10: a late ack from the slow consumer made the broker raise KeyError.
+    stream = payment_stream(2)
+    result = simulate(InboxHandler(), stream, consumers=2, faults=FaultPlan(crashes=[Crash("begin", 1, "p-0001")]),
+                      step_seconds={"charge": 31}, visibility_timeout=30)
+    assert set(result.charges_per_message()) == {1}
+    assert result.total_charged == result.expected_total
+
+
+HOSTILE = [
+    Message("m-big-amount", {"order_id": 1042, "amount": 2**31}),
+    Message("m-big-order", {"order_id": 2**40, "amount": 40}),
+    Message("m-nul-\x00", {"order_id": 1042, "amount": 40}),
+    Message("m-" + "x" * 20_000, {"order_id": 1042, "amount": 40}),
+    Message("m-deep", "[" * 100_000 + "]" * 100_000),
+]
+
+
+def test_messages_the_store_cannot_hold_are_dead_lettered_and_the_good_ones_behind_are_charged():
+    good = payment_stream(3)
+    result = simulate(InboxHandler(), [*HOSTILE, *good], max_deliveries=2)
+    assert result.total_charged == result.expected_total == sum(m.body["amount"] for m in good)
+    assert [d.message for d in result.dead_letters] == HOSTILE
+    assert all(d.deliveries == 2 and d.reason for d in result.dead_letters)
+
+
+class _EngineRefuses(InboxHandler):
+    """An inbox whose charge step writes a value the engine's INTEGER column cannot hold."""
+
+    name = "engine refuses"
+
+    def with_the_charge(self, ctx, charge):
+        yield "write audit"
+        ctx.db.charge(2**70, charge.amount, ctx.message_id)
+
+
+class _Bug(InboxHandler):
+    name = "buggy"
+
+    def with_the_charge(self, ctx, charge):
+        yield "compute fee"
+        if ctx.message_id == "p-0002":
+            raise ZeroDivisionError("fee rate is zero")
+
+
+def test_any_exception_in_a_step_fails_only_that_delivery_which_is_rolled_back_retried_and_dead_lettered():
+    good = payment_stream(3)
+    result = simulate(_Bug(), good, max_deliveries=3)
+    assert list(result.charges_per_message()) == [1, 0, 1]
+    [dead] = result.dead_letters
+    assert dead.message.message_id == "p-0002" and dead.deliveries == 3
+    assert "ZeroDivisionError" in dead.reason and "fee rate is zero" in dead.reason
+    failed = result.events("failed")
+    assert len(failed) == 3 and set(failed["message_id"]) == {"p-0002"}
+    assert len(result.events("rolled back")) >= 3
+
+
+def test_an_error_raised_by_the_engine_itself_is_a_failed_delivery_not_a_crashed_run():
+    database = DuckDBPayments()
+    result = simulate(_EngineRefuses(), payment_stream(2), max_deliveries=2, database=database)
+    assert result.total_charged == 0 and len(result.dead_letters) == 2
+    assert all("Exception" in d.reason for d in result.dead_letters)
+    # each failed transaction was rolled back: no inbox row is left to block a replay after the fix
+    assert database.processed_ids() == []
+
+
+def test_expected_total_leaves_out_malformed_messages_and_counts_json_text_bodies():
+    stream = [RUNNING_EXAMPLE, Message("m-text", '{"order_id": 7, "amount": 15}'), Message("m-bad", {"order_id": 1})]
+    result = simulate(InboxHandler(), stream, max_deliveries=1)
+    assert result.expected_total == result.total_charged == 55
+
+
+@pytest.mark.parametrize(
+    ("settings", "names"),
+    [({"consumers": 0}, ["consumers", "at least 1"]), ({"step_seconds": {"charge": -5}}, ["'charge'", "-5"]),
+     ({"step_seconds": {"charge": float("nan")}}, ["finite"]), ({"step_seconds": {"commit": float("inf")}}, ["inf"])],
+)
+def test_impossible_run_settings_are_refused_with_what_to_change(settings, names):
+    with pytest.raises(ValueError) as refused:
+        simulate(InboxHandler(), [RUNNING_EXAMPLE], **settings)
+    assert all(name in str(refused.value) for name in names)
+
+
+def test_a_message_whose_id_is_not_text_is_named_in_the_dead_letter_queue():
+    result = simulate(InboxHandler(), [Message(7, {"order_id": 1, "amount": 5}), RUNNING_EXAMPLE], max_deliveries=1)
+    assert result.total_charged == 40
+    [dead] = result.dead_letters
+    assert "must be text" in dead.reason and list(result.charges_per_message().index) == ["7", "m-7f3"]

@@ -108,3 +108,19 @@ def test_the_guard_names_the_id_and_what_to_do():
     session.record_message("m-7f3", "1042:40")
     with pytest.raises(IdReused, match="m-7f3.*new ID"):
         session.record_message("m-7f3", "2001:99")
+
+
+@pytest.mark.parametrize("database", [DuckDBPayments, KeyValuePayments], ids=["SQL", "key-value"])
+def test_the_guard_refuses_a_reused_id_on_the_key_value_store_as_on_the_sql_stores(database):
+    # Issue 10: on the key-value store the reused ID was skipped silently.
+    original, reused = Message.charge("m-7f3", 1042, 40), Message.charge("m-7f3", 2001, 99)
+    guarded = simulate(InboxHandler(check_payload=True), [original, reused, original], max_deliveries=2,
+                       database=database())
+    assert guarded.total_charged == 40
+    [dead] = guarded.dead_letters
+    assert dead.message == reused and "different payload" in dead.reason
+    session = database().session()
+    assert session.record_message("m-1", "1:5") is True
+    assert session.record_message("m-1", "1:5") is False
+    with pytest.raises(IdReused, match="m-1.*new ID"):
+        session.record_message("m-1", "2:6")

@@ -20,3 +20,4 @@ from idemlib.exercises.lesson_05 import *  # noqa: F403
 from idemlib.exercises.lesson_06 import *  # noqa: F403
 from idemlib.exercises.lesson_08 import *  # noqa: F403
 from idemlib.exercises.lesson_12 import *  # noqa: F403
+from idemlib.exercises.lesson_10 import *  # noqa: F403

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from idemlib.exercises.feedback import Feedback, blank, hint, right
-from idemlib.http_api import ChargesApi, Client, serve
+from idemlib.http import ChargesApi, Client, serve
 
 __all__ = ["check_http_statuses"]
 

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from idemlib.clock import VirtualClock
-from idemlib.stores.sql import WriteConflict
+from idemlib.stores.sql import IdReused, WriteConflict
 
 
 @dataclass
@@ -108,11 +108,21 @@ class KeyValueSession:
         return True
 
     def record_message(self, message_id: str, fingerprint: str | None = None) -> bool:
-        """A conditional put of the marker ``msg#<id>``; True if it was not there."""
+        """A conditional put of the marker ``msg#<id>``; True if it was not there.
+
+        As on the SQL stores, a ``fingerprint`` of the payload is kept with the
+        marker, and a duplicate whose stored fingerprint differs raises :class:`IdReused`.
+        """
+        key = f"msg#{message_id}"
         marker = {"message_id": message_id, "fingerprint": fingerprint}
         if self._ttl is not None:
             marker["expires_at"] = self._table.clock.now() + self._ttl
-        return self._write(f"msg#{message_id}", marker, if_absent=True)
+        if self._write(key, marker, if_absent=True):
+            return True
+        stored = self._table.items.get(key, {}).get("fingerprint")
+        if fingerprint is not None and stored not in (None, fingerprint):
+            raise IdReused.for_message(message_id)
+        return False
 
     def has_processed(self, message_id: str) -> bool:
         self._table.reap()

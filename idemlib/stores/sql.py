@@ -34,6 +34,12 @@ SCHEMA = (
 class IdReused(BadMessage):
     """A message ID came back with a different payload: the producer reused it for a new message."""
 
+    @classmethod
+    def for_message(cls, message_id: str) -> IdReused:
+        """The error for ``message_id``, saying what happened and what the producer should do."""
+        return cls(f"{message_id}: this ID was first used for a different payload. The producer reused an ID "
+                   "for a new message; give every new message a new ID. Sent to the dead-letter queue.")
+
 
 class WriteConflict(Exception):
     """The engine refused a write because a concurrent transaction got there first.
@@ -96,8 +102,7 @@ class PaymentsSession:
         stored = self._run(f"SELECT fingerprint FROM processed_messages WHERE message_id = {self._p}", (message_id,),
                            rows=True)
         if stored and stored[0][0] not in (None, fingerprint):
-            raise IdReused(f"{message_id}: this ID was first used for a different payload. The producer reused an ID "
-                           "for a new message; give every new message a new ID. Sent to the dead-letter queue.")
+            raise IdReused.for_message(message_id)
         return False
 
     def charge_order_once(self, order_id: int, amount: int, message_id: str) -> bool:

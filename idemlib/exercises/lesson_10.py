@@ -1,0 +1,76 @@
+"""Checks for lesson 10, Retention and ordering."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import duckdb
+
+from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.ordering import Writer, explore_orderings
+from idemlib.retention import DAY, HOUR, RetentionConfig, late_duplicate
+
+__all__ = ["EXERCISE_CONFIG", "check_safe_retention", "check_version_guard"]
+
+EXERCISE_CONFIG = RetentionConfig(queue_retention=7 * DAY, dlq_replay=10 * DAY, producer_retry=6 * HOUR)
+"""Exercise 1's set-up: a queue keeping messages 7 days, a DLQ replayed within 10 days, producer retries for 6 hours."""
+
+
+def _hours(answer: Any) -> float | None:
+    if isinstance(answer, datetime.timedelta):
+        return answer.total_seconds() / HOUR
+    if isinstance(answer, int | float) and not isinstance(answer, bool):
+        return float(answer)
+    return None
+
+
+def check_safe_retention(keep_ids_hours: Any) -> Feedback:
+    """Lesson 10: how many hours the inbox must keep an ID under :data:`EXERCISE_CONFIG`.
+
+    Accepts a number of hours or a ``datetime.timedelta``. A retention below the
+    horizon is played against the worst late duplicate, which it lets through.
+    """
+    if (missing := blank(keep_ids_hours, "a number of hours (or a datetime.timedelta)")) is not None:
+        return missing
+    hours = _hours(keep_ids_hours)
+    if hours is None or hours <= 0:
+        return hint(f"Give a positive number of hours or a datetime.timedelta, not {keep_ids_hours!r}.")
+    horizon = EXERCISE_CONFIG.horizon() / HOUR
+    if hours < horizon:
+        charged = late_duplicate(hours * HOUR, EXERCISE_CONFIG).attrs["total charged"]
+        return hint(f"With {hours:g} hours the pruning job deletes m-7f3's ID before the latest copy can arrive: "
+                    f"a retried copy replayed from the dead-letter queue charges ${charged} in all. Which of the three "
+                    "ways a copy can still arrive did you leave out, and are all three in the same unit?")
+    if hours > 1.5 * horizon:
+        return hint(f"{hours:g} hours is safe but keeps every ID far longer than any copy can arrive, so the table "
+                    "grows for nothing. Add up the three parts exactly.")
+    return right(f"{hours:g} hours covers the queue, the dead-letter replay and the producer's retries; the late "
+                 "replay finds the ID and is skipped.")
+
+
+def check_version_guard(statement: Any) -> Feedback:
+    """Lesson 10: an SQL statement that applies a status change only if it is newer than the row's version.
+
+    It is run on DuckDB against every arrival order of PAID, SHIPPED and REFUNDED
+    with duplicates of the first two; every order must end REFUNDED.
+    """
+    if (missing := blank(statement, "an SQL statement using $order_id, $status and $version")) is not None:
+        return missing
+    if not isinstance(statement, str):
+        return hint(f"Write the statement as a string of SQL, not {type(statement).__name__}.")
+    if "$version" not in statement:
+        return hint("The statement never looks at the message's $version, so it cannot tell old from new.")
+    try:
+        explored = explore_orderings([Writer("yours", statement)])
+    except duckdb.Error as error:
+        return hint(f"DuckDB refused the statement: {str(error).splitlines()[0]} The table is "
+                    "orders(order_id, status, version); parameters are $order_id, $status, $version.")
+    wrong = explored[~explored["right"]]
+    if wrong.empty:
+        return right(f"All {len(explored)} arrival orders end REFUNDED: an old message, or a late duplicate, "
+                     "no longer overwrites newer state.")
+    first = wrong.iloc[0]
+    return hint(f"{len(wrong)} of {len(explored)} arrival orders end wrong, for example {first['arrival order']} ends "
+                f"{first['final status']} (version {first['final version']}). Does the row remember the version it "
+                "has seen, and which way should the comparison go?")

@@ -1,0 +1,235 @@
+"""The charges API on a real HTTP server on loopback: request framing, and an answer for every request.
+
+Every request gets a status line and, for every error, a problem-details body:
+a Content-Length that is not a plain number, a body larger than the server reads,
+a method the server does not serve, a client too slow to send its body (the socket
+times out), and a failure inside the application, which is a 500 with problem
+details rather than a connection closed in silence.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from idemlib.http.charges import ChargesApi, parse_order_id, parse_token
+from idemlib.http.problems import PROBLEM_TYPE, Refused, problem
+
+REPLAY_HEADER = "Idempotent-Replayed"
+MAX_BODY_BYTES = 64 * 1024  # a charge is some 40 bytes; anything near this is not one
+CLIENT_TIMEOUT_SECONDS = 10.0
+Outcome = tuple[int, dict[str, Any], bool]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ApiServer
+    # Headers and body go out in two writes; with Nagle's algorithm on, the second
+    # waits for the client's delayed ACK, about 40 ms a request on loopback.
+    disable_nagle_algorithm = True
+    # http.server assumes HTTP/0.9 until it has read a request line, and answers a
+    # malformed one without a status line; this server speaks HTTP/1.0 to everyone.
+    default_request_version = "HTTP/1.0"
+
+    def setup(self) -> None:
+        self.timeout = self.server.client_timeout  # every read and write on the socket waits at most this long
+        super().setup()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass  # a lesson's output is no place for access logs
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a malformed request line, headers too long, an unknown method) as problem details."""
+        short, long = self.responses.get(code, ("Error", ""))
+        if code == 501:
+            detail = f"This server does not serve {self.command[:40]!r}: use POST /charges, or PUT or DELETE /orders/<id>/status."
+        else:  # http.server's message may quote the whole request line; a few words of it are enough
+            detail = f"{(message or short)[:200]}. {explain or long}".strip()
+        self.close_connection = True
+        self._reply(code, problem(code, short, detail))
+
+    def _reply(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", PROBLEM_TYPE if status >= 400 else "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _body(self) -> bytes:
+        """The request body, framed by Content-Length as RFC 9112 section 6 says."""
+        if "Transfer-Encoding" in self.headers:
+            raise Refused(501, "Transfer-Encoding not supported",
+                          "This server reads a body framed by Content-Length only. Send the body with Content-Length.",
+                          close=True)
+        lengths = {value.strip() for value in self.headers.get_all("Content-Length", [])}
+        if not lengths:
+            return b""
+        length = next(iter(lengths)) if len(lengths) == 1 else ""  # two different lengths frame nothing
+        if not (length.isascii() and length.isdigit()) or len(length) > 12:
+            raise Refused(400, "Bad Content-Length", f"Content-Length must be one number of bytes, such as 33; got "
+                          f"{', '.join(sorted(lengths))[:40]!r}.", close=True)
+        if int(length) > MAX_BODY_BYTES:
+            raise Refused(413, "Content too large", f"The body may be at most {MAX_BODY_BYTES} bytes; a charge is a small "
+                          'JSON object such as {"order_id": 1042, "amount": 40}.', close=True)
+        body = self._read(int(length))
+        if len(body) < int(length):
+            raise Refused(400, "Body shorter than Content-Length", f"The connection ended after {len(body)} of "
+                          f"{length} bytes. Send the whole body.", close=True)
+        return body
+
+    def _read(self, length: int) -> bytes:
+        """Up to ``length`` bytes of body, all within one client timeout: a client dripping a byte at a time is cut off too."""
+        deadline = time.monotonic() + self.server.client_timeout
+        chunks: list[bytes] = []
+        while length > 0:
+            if (remaining := deadline - time.monotonic()) <= 0:
+                raise TimeoutError("the body took too long")
+            self.connection.settimeout(remaining)
+            if not (chunk := self.rfile.read1(min(length, 65536))):
+                break  # the client closed its side early
+            chunks.append(chunk)
+            length -= len(chunk)
+        return b"".join(chunks)
+
+    def parse_request(self) -> bool:
+        """http.server's reading of the request line and headers, with a 408 for headers that stop arriving."""
+        try:
+            return super().parse_request()
+        except TimeoutError:
+            self.close_connection = True
+            self._reply(408, _timeout(self.server.client_timeout, "the headers"))
+            return False
+
+    def _drain(self) -> None:
+        """Read and drop what the client still sends of a refused body (for a moment at most).
+
+        Closing a socket with unread data resets the connection, and a reset can
+        destroy the answer before the client has read it.
+        """
+        deadline = time.monotonic() + min(self.server.client_timeout, 1.0)
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            while (remaining := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(remaining)
+                if not self.connection.recv(65536):
+                    break
+        except OSError:
+            pass  # the client is gone or slow; the answer was sent
+
+    def _route(self) -> tuple[str, int | None]:
+        """Which resource the path names, ``charges`` or ``status`` (with the order ID), else 404."""
+        parts = self.path.split("/")
+        if self.path == "/charges":
+            return "charges", None
+        if len(parts) == 4 and parts[0] == "" and parts[1] == "orders" and parts[3] == "status":
+            return "status", parse_order_id(parts[2])
+        raise Refused(404, "Not found", "Use POST /charges, or PUT or DELETE /orders/<id>/status.")
+
+    def _serve(self) -> Outcome:
+        resource, order_id = self._route()
+        allowed = {"charges": ("POST",), "status": ("PUT", "DELETE")}[resource]
+        if self.command not in allowed:
+            raise Refused(405, "Method not allowed", f"{self.path[:60]} accepts {' and '.join(allowed)} only.",
+                          headers={"Allow": ", ".join(allowed)})
+        api = self.server.api
+        if resource == "charges":
+            client = parse_token(self.headers.get("X-Client-Id"), "X-Client-Id") or "anonymous"
+            return api.post_charge(client, self.headers.get("Idempotency-Key"), self._body())
+        assert order_id is not None
+        if self.command == "PUT":
+            return (*api.put_status(order_id, self._body()), False)
+        return (*api.delete_status(order_id), False)
+
+    def _handle(self) -> None:
+        try:
+            status, body, replayed = self._serve()
+        except Refused as refused:
+            self.close_connection = self.close_connection or refused.close
+            self._reply(refused.status, refused.body, refused.headers)
+            if refused.close:
+                self._drain()
+            return
+        except TimeoutError:
+            self.close_connection = True
+            self._reply(408, _timeout(self.server.client_timeout, "the body"))
+            self._drain()
+            return
+        except Exception as error:  # noqa: BLE001 - a bug must still be answered, never a silent close
+            self.close_connection = True
+            self._reply(500, problem(500, "Internal error", f"The server failed ({type(error).__name__}) before "
+                                     "doing any work. Retry with the same key; report it if it persists."))
+            return
+        if self.path == "/charges" and not replayed and self.server.api.take_drop():
+            self.close_connection = True  # the work is done and stored; the answer never leaves
+            return
+        self._reply(status, body, {REPLAY_HEADER: "true"} if replayed else None)
+
+    do_POST = do_PUT = do_DELETE = do_GET = do_HEAD = do_PATCH = do_OPTIONS = _handle  # noqa: N815 - http.server's naming
+
+
+def _timeout(seconds: float, part: str) -> dict[str, Any]:
+    return problem(408, "Request timeout", f"The server waited {seconds:g} seconds for {part} of the request. "
+                   "Send the whole request at once.")
+
+
+class ApiServer(ThreadingHTTPServer):
+    """The charges API served on 127.0.0.1 from a background thread; stop it with :meth:`stop`.
+
+    ``client_timeout`` bounds each read and write on a client's socket, so a client
+    that never finishes its request holds a thread for that long at most.
+    """
+
+    daemon_threads = True
+    # socketserver's default backlog of 5 drops the SYNs of a burst of clients, which then wait
+    # a full second to connect again; a lesson sends eight at once.
+    request_queue_size = 64
+
+    def __init__(self, api: ChargesApi, client_timeout: float = CLIENT_TIMEOUT_SECONDS) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.api, self.client_timeout = api, client_timeout
+        # A short poll lets stop() return at once instead of after serve_forever's default half second.
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="charges-api", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer is no news; anything else is reported as usual."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+    def start(self) -> ApiServer:
+        """Serve in the background (starting twice is harmless)."""
+        if not self._thread.is_alive():
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        self.shutdown()
+        self.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> ApiServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def serve(api: ChargesApi | None = None, *, client_timeout: float = CLIENT_TIMEOUT_SECONDS) -> ApiServer:
+    """Start the charges API on a free loopback port, in the background."""
+    return ApiServer(api or ChargesApi(), client_timeout).start()

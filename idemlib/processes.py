@@ -1,0 +1,183 @@
+"""Real consumer processes killed with SIGKILL between two steps of a handler, on a database file.
+
+The simulator's crash is a model: it rolls the session back and drops the job. Here
+the consumer is a child process of its own, with its own connection to a DuckDB
+file, and the crash is the operating system's ``SIGKILL``: no ``finally`` runs, no
+rollback is sent, the file is left as the dead process left it. What survives is
+what the engine made durable at ``COMMIT``; the next process to open the file
+recovers it from the write-ahead log.
+
+The parent plays the broker (the course's :class:`~idemlib.broker.Broker` on a
+virtual clock). The child announces each step before doing it and waits for a
+``go``; a :class:`~idemlib.faults.FaultPlan` crash before that step is a ``SIGKILL``
+instead of the ``go``. The killed delivery's lease then runs out, a fresh child is
+started, and the broker delivers the message again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable
+
+from idemlib.broker import Broker, Delivery
+from idemlib.clock import VirtualClock
+from idemlib.faults import FaultPlan
+from idemlib.handlers import Context, handler_named
+from idemlib.messages import Message
+from idemlib.sim import RunResult
+from idemlib.stores import DuckDBPayments
+from idemlib.trace import Trace
+
+CONSUMER = "consumer process"
+
+
+class _Child:
+    """One consumer process and the two pipes the parent talks to it through."""
+
+    def __init__(self, path: str, handler: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "idemlib.processes", path, handler],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def read(self) -> tuple[str, str]:
+        """The child's next report, as (kind, detail)."""
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait()
+            assert self.process.stderr is not None
+            raise RuntimeError(f"the consumer process exited unexpectedly:\n{self.process.stderr.read()}")
+        kind, _, detail = line.rstrip("\n").partition(" ")
+        return kind, detail
+
+    def kill(self) -> None:
+        """The process death: SIGKILL, which the child cannot catch or clean up after."""
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.close_pipes()
+
+    def stop(self) -> None:
+        """End a child that has finished its work: close its input and wait for it to exit."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        self.close_pipes()
+
+    def close_pipes(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+
+
+def kill_between_steps(
+    path: str,
+    messages: Iterable[Message],
+    faults: FaultPlan,
+    *,
+    handler: str = "inbox",
+    visibility_timeout: float = 30.0,
+    max_deliveries: int = 10,
+) -> RunResult:
+    """Work ``messages`` with a real consumer process on the DuckDB file at ``path``, killing it as ``faults`` say.
+
+    Each crash in ``faults`` is a ``SIGKILL`` of the child just before the named
+    step of the named delivery. A new child takes over; the message comes back when
+    its lease runs out. Returns the run as :func:`~idemlib.sim.simulate` would, with
+    the payments read back from the file after the last child has exited. Message
+    bodies travel to the child as JSON, so each must be a mapping or JSON text.
+    """
+    messages = list(messages)
+    for message in messages:
+        try:
+            json.dumps([message.message_id, message.body])
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{message.label}: a message for a consumer process travels as JSON, and this one "
+                             f"cannot ({error}). Give it a JSON object or JSON text as its body.") from None
+    clock = VirtualClock()
+    trace = Trace(clock)
+    broker = Broker(clock, trace, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries)
+    for message in messages:
+        broker.publish(message)
+    child: _Child | None = None
+    try:
+        while not broker.is_empty:
+            delivery = broker.receive(CONSUMER)
+            if delivery is None:  # the killed delivery's lease is still running: wait it out
+                expiry = broker.next_lease_expiry()
+                assert expiry is not None, "a message is on the queue but neither ready nor leased"
+                clock.advance_to(expiry)
+                continue
+            if child is None:
+                child = _Child(path, handler)
+                trace.record(CONSUMER, "started", delivery.message_id, delivery.count, f"pid {child.process.pid}")
+            if not _work(child, delivery, broker, faults, trace):
+                child = None
+    finally:
+        if child is not None:
+            child.stop()
+    return RunResult(messages, trace.to_frame(), DuckDBPayments(path).payments(), list(broker.dead_letters), clock.now())
+
+
+def _work(child: _Child, delivery: Delivery, broker: Broker, faults: FaultPlan, trace: Trace) -> bool:
+    """Hand ``delivery`` to the child and follow its steps; False if the child was killed."""
+    child.send(json.dumps({"message_id": delivery.message.message_id, "body": delivery.message.body,
+                           "count": delivery.count}))
+    while True:
+        kind, detail = child.read()
+        if kind == "step":
+            if faults.crashes_before(detail, delivery.message_id, delivery.count):
+                child.kill()
+                trace.record(CONSUMER, "crashed", delivery.message_id, delivery.count, f"SIGKILL before {detail}")
+                return False
+            child.send("go")
+        elif kind == "ack":
+            broker.ack(delivery)
+        elif kind == "failed":
+            trace.record(CONSUMER, "failed", delivery.message_id, delivery.count, detail)
+            broker.release(delivery, detail)
+            return True
+        elif kind == "note":
+            trace.record(CONSUMER, detail, delivery.message_id, delivery.count)
+        else:  # "done"
+            return True
+
+
+def _say(kind: str, detail: str = "") -> None:
+    print(kind, detail, flush=True)
+
+
+def _consume(path: str, handler_name: str) -> None:
+    """The child's side: read deliveries from stdin, announce every step and wait for ``go`` before doing it."""
+    handler = handler_named(handler_name)
+    database = DuckDBPayments(path)
+    for line in sys.stdin:
+        sent = json.loads(line)
+        message = Message(sent["message_id"], sent["body"])
+        delivery = Delivery(message, position=0, receipt=0, count=sent["count"], consumer=CONSUMER,
+                            lease_expires_at=0.0)
+        session = database.session()
+        context = Context(delivery, session, ack=lambda: _say("ack"), note=lambda event: _say("note", event))
+        try:
+            for step in handler.run(context):
+                _say("step", step)
+                if sys.stdin.readline().strip() != "go":
+                    return
+        except Exception as error:  # noqa: BLE001 - any failure is this delivery's, reported to the broker
+            session.rollback()
+            _say("failed", f"{type(error).__name__}: {error}".replace("\n", " "))
+            continue
+        _say("done")
+
+
+if __name__ == "__main__":
+    _consume(sys.argv[1], sys.argv[2])
