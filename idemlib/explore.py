@@ -126,6 +126,7 @@ def interleavings(
     handler: Handler,
     message: Message = RUNNING_EXAMPLE,
     database: PaymentsDatabase | None = None,
+    provider: Callable[[], PaymentProvider] | None = None,
 ) -> pd.DataFrame:
     """Run every order in which two consumers holding the same message can take their steps.
 
@@ -133,7 +134,9 @@ def interleavings(
     Each schedule says who moves next; the steps run on a fresh database, the loser
     of a write conflict gives the message back, and any delivery still unacked at
     the end is redelivered until one is. One row per distinct interleaving.
-    The database (DuckDB by default) is emptied before every schedule.
+    The database (DuckDB by default) is emptied before every schedule. With
+    ``provider`` (a function making a fresh payment provider), each schedule gets its
+    own, and the table also counts what the provider really did (``provider charges``).
     """
     database = database or DuckDBPayments()
     steps = len(handler.steps)
@@ -142,15 +145,20 @@ def interleavings(
     for a_turns in itertools.combinations(range(2 * steps), steps):
         schedule = ["A" if turn in a_turns else "B" for turn in range(2 * steps)]
         database.empty()
-        taken, charged, conflicts = _play(handler, message, database, schedule)
-        seen.setdefault(taken, (charged, conflicts))
-    rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount))
-            for taken, (charged, conflicts) in seen.items()]
-    return pd.DataFrame(rows, columns=["interleaving", "charges", "conflicts", "outcome"])
+        payments = provider() if provider else None
+        taken, charged, conflicts = _play(handler, message, database, schedule, payments)
+        seen.setdefault(taken, (charged, conflicts, len(payments.charges) if payments else None))
+    rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount), at_provider)
+            for taken, (charged, conflicts, at_provider) in seen.items()]
+    table = pd.DataFrame(rows, columns=["interleaving", "charges", "conflicts", "outcome", "provider charges"])
+    return table if provider else table.drop(columns="provider charges")
 
 
-def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str]) -> tuple[tuple[str, ...], int, int]:
+def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str],
+          provider: PaymentProvider | None = None) -> tuple[tuple[str, ...], int, int]:
     clock = VirtualClock()
+    if provider is not None:
+        provider.clock = clock
     trace = Trace(clock)
     broker = Broker(clock, trace)
     broker.publish(message)
@@ -158,7 +166,7 @@ def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedu
     workers = {}
     for name in ("A", "B"):
         worker = _Consumer(f"consumer {name}", database.session())
-        _start(worker, handler, broker, faults, trace)
+        _start(worker, handler, broker, faults, trace, provider)
         _advance(worker, faults, broker, trace, database)  # up to the pause before its first step
         workers[name] = worker
         clock.advance(broker.visibility_timeout)  # A's lease runs out before B receives
@@ -174,7 +182,7 @@ def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedu
     while not broker.is_empty:  # redeliver whatever is still unacked, one clean delivery at a time
         clock.advance(broker.visibility_timeout)
         worker = workers["A"]
-        if _start(worker, handler, broker, faults, trace):
+        if _start(worker, handler, broker, faults, trace, provider):
             while worker.job is not None:
                 _advance(worker, faults, broker, trace, database)
     conflicts = sum(1 for row in trace.rows if row[2] == "conflict")
