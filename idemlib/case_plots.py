@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 BLUE, ORANGE, GREEN, VERMILLION = "#0072B2", "#E69F00", "#009E73", "#D55E00"
 
@@ -24,26 +25,29 @@ def _bars(ax, labels: list[str], series: dict[str, tuple[list[int], str, str]]) 
         ax.bar_label(bars, padding=3)
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(0, max(max(values) for values, _, _ in series.values()) * 1.12 + 0.2)
     ax.grid(axis="x", alpha=0.3)
+    # Below the axes, so no legend ever covers a bar.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9, frameon=False)
 
 
 def plot_retry_policies(table: pd.DataFrame) -> Figure:
     """Applications with duplicate accounts and with no account, for each retry policy."""
-    figure, ax = plt.subplots(figsize=(9, 3.6))
+    figure, ax = plt.subplots(figsize=(9, 4.2))
     _bars(ax, list(table["policy"]), {
         "applications with two or more accounts": (list(table["two or more accounts"]), VERMILLION, "//"),
         "applications with no account (dead-lettered)": (list(table["no account"]), ORANGE, ".."),
     })
     ax.set_xlabel("applications (of the day's approvals)")
-    ax.set_title("Neither reaction fixes it: no retries lose accounts; careful retries still duplicate")
-    ax.legend(loc="lower right", fontsize=9)
+    ax.set_title("No retries lose accounts; careful retries still duplicate")
     figure.tight_layout()
     return figure
 
 
 def plot_mistakes(table: pd.DataFrame) -> Figure:
     """For each mistake, accounts and payouts under its failure, with the mistake and with the inbox."""
-    figure, ax = plt.subplots(figsize=(9, 5))
+    figure, ax = plt.subplots(figsize=(9, 6))
     _bars(ax, list(table["mistake"]), {
         "accounts, with the mistake": (list(table["accounts"]), VERMILLION, "//"),
         "payouts, with the mistake": (list(table["payouts"]), ORANGE, "\\\\"),
@@ -51,9 +55,8 @@ def plot_mistakes(table: pd.DataFrame) -> Figure:
         "payouts, fixed": (list(table["payouts, fixed"]), GREEN, ".."),
     })
     ax.axvline(1, color="black", linestyle="--", linewidth=1)
-    ax.set_xlabel("count for application 42 (the dashed line is the one right answer: 1)")
-    ax.set_title("Each mistake doubles an account or a payout; the inbox with a derived key does not")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("count for application 42 (dashed line: the one right answer, 1)")
+    ax.set_title("Each mistake doubles an account or a payout; the fix does not")
     figure.tight_layout()
     return figure
 
