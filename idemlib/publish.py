@@ -69,9 +69,15 @@ def answer_names(solution: str, check: str) -> list[str]:
     return [name for name in dict.fromkeys(read) if name in assigned]
 
 
-def student_copy(notebook: NotebookNode) -> NotebookNode:
-    """The lesson with every solution replaced by a blank (``name = ...``) and all outputs cleared."""
+def student_copy(notebook: NotebookNode, lesson: str = "") -> NotebookNode:
+    """The lesson with every solution replaced by a blank (``name = ...``) and all outputs cleared.
+
+    ``lesson`` (the lesson's file stem) is recorded in the copy's metadata, so grading
+    knows which lesson a handed-in copy is, whatever the student renamed it to.
+    """
     copied = copy.deepcopy(notebook)
+    if lesson:
+        copied.metadata["idemlib"] = {"lesson": lesson}
     for position, cell in enumerate(copied.cells):
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -92,7 +98,7 @@ def build_student(out: Path, lessons: Iterable[Path] | None = None) -> list[Path
     written = []
     for path in lessons or lesson_paths():
         target = out / path.name
-        nbformat.write(student_copy(nbformat.read(path, as_version=4)), target)
+        nbformat.write(student_copy(nbformat.read(path, as_version=4), path.stem), target)
         written.append(target)
     return written
 
@@ -171,10 +177,27 @@ def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m idemlib.publish", description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["html", "student"], help="the static site, or student copies")
-    parser.add_argument("out", nargs="?", type=Path, help="where to write (default: build/html or build/student)")
+    parser.add_argument("what", choices=["html", "student", "grade"],
+                        help="the static site, student copies, or grades of handed-in copies")
+    parser.add_argument("folder", nargs="?", type=Path,
+                        help="html/student: where to write (default build/html or build/student); grade: the submissions")
+    parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "grades", help="grade: where to write the table")
+    parser.add_argument("--cell-seconds", type=int, default=60, help="grade: time limit for one cell")
+    parser.add_argument("--notebook-seconds", type=int, default=300, help="grade: time limit for one notebook")
     args = parser.parse_args(argv)
-    out = args.out or ROOT / "build" / args.what
+    if args.what == "grade":
+        if args.folder is None or not args.folder.is_dir():
+            parser.error(f"grade needs the folder of submissions, e.g. make grade SUBMISSIONS=handed_in (got {args.folder})")
+        from idemlib.grade import grade_folder  # grading builds on this module, not the other way round
+
+        rows = grade_folder(args.folder, args.out, expected_lesson=args.lesson,
+                            cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds)
+        right = sum(row.verdict == "right" for row in rows)
+        print(f"{right} of {sum(bool(row.exercise) for row in rows)} exercises right; "
+              f"wrote {args.out / 'grades.csv'} and {args.out / 'index.html'}")
+        return
+    out = args.folder or ROOT / "build" / args.what
     written = build_html(out) if args.what == "html" else build_student(out)
     print(f"wrote {len(written)} files to {out}")
 
