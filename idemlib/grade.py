@@ -77,9 +77,9 @@ def exercises_of(lesson: NotebookNode) -> list[Exercise]:
     """The lesson's exercises in order: each check cell that follows a solution cell."""
     found = []
     for before, cell in zip(lesson.cells, lesson.cells[1:]):
-        if cell.cell_type == "code" and "solution" in before.metadata.get("tags", []):
-            if name := _called_check(cell.source):
-                found.append(Exercise(name, _normalised(cell.source)))
+        if (cell.cell_type == "code" and "solution" in before.metadata.get("tags", [])
+                and (name := _called_check(cell.source))):
+            found.append(Exercise(name, _normalised(cell.source)))
     return found
 
 

@@ -140,7 +140,7 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
         section = pages[index][1]
         for cell in page.cells:
             if cell.cell_type == "markdown":  # a lesson links to lessons; the site links to pages
-                cell.source = re.sub(r"\((\d\d_[\w]+)\.ipynb\)", r"(\1.html)", cell.source)
+                cell.source = _site_links(cell.source)
                 # \\$ keeps JupyterLab's MathJax off a dollar amount; the site loads no MathJax.
                 cell.source = cell.source.replace("\\\\$", "&#36;")
                 if heading := re.search(r"^##+ (.+)$", cell.source, re.MULTILINE):
@@ -152,6 +152,9 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
         target = out / pages[index][0]
         target.write_text(body, encoding="utf-8")
         written.append(target)
+    prose = render_prose([p for p in (LESSONS / "GLOSSARY.md", ROOT / "TEACHING.md") if p.exists()], out)
+    titles = dict(PROSE_PAGES.values())
+    prose_links = " · ".join(f'<a href="{page.name}">{html.escape(titles[page.name])}</a>' for page in prose)
     items = "".join(
         f'<li><a href="{name}">{html.escape(title)}</a>: {html.escape(first_goal(notebook))}</li>'
         for (name, title), (_, notebook) in zip(pages, ordered)
@@ -164,10 +167,41 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
         "</head><body><h1>The Idempotent Consumer, taught by breaking one</h1>"
         "<p>An executable course on the Inbox pattern and the Idempotency-Key header. Each page is a lesson, "
         "run top to bottom; solutions are folded until you open them.</p>"
-        f"<ol start=\"0\">{items}</ol></body></html>",
+        f"<ol start=\"0\">{items}</ol><p>{prose_links}</p></body></html>",
         encoding="utf-8",
     )
-    return [index_page, *written]
+    return [index_page, *written, *prose]
+
+
+# Pages of prose beside the lessons: the glossary (lessons link their terms to it) and the teacher's guide.
+PROSE_PAGES = {"GLOSSARY.md": ("glossary.html", "Glossary"), "TEACHING.md": ("teaching.html", "Teaching the course")}
+
+
+def _site_links(text: str) -> str:
+    """Links between lessons and prose pages, as the site names them."""
+    text = re.sub(r"\((?:\.\./notebooks/|notebooks/)?(\d\d_[\w]+)\.ipynb", r"(\1.html", text)
+    for source, (page, _) in PROSE_PAGES.items():
+        text = re.sub(rf"\((?:\.\./|notebooks/)?{re.escape(source)}", f"({page}", text)
+    return text
+
+
+def render_prose(sources: Iterable[Path], out: Path) -> list[Path]:
+    """Write each markdown page (the glossary, the teacher's guide) as a page of the site."""
+    from nbconvert.filters.markdown import markdown2html
+
+    written = []
+    for source in sources:
+        page, title = PROSE_PAGES[source.name]
+        body = markdown2html(_site_links(source.read_text(encoding="utf-8")))
+        target = out / page
+        target.write_text(
+            f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            '<link rel="icon" href="data:,"><style>body{font-family:sans-serif;max-width:800px;margin:2em auto;'
+            'padding:0 1em;line-height:1.5}table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:2px 6px}'
+            '</style></head><body><nav class="course"><a href="index.html">contents</a></nav>'
+            f"{body}</body></html>", encoding="utf-8")
+        written.append(target)
+    return written
 
 
 def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:

@@ -7,9 +7,8 @@ end to end, as ``make student`` then ``make grade`` would.
 
 from __future__ import annotations
 
-import csv
 import copy
-from pathlib import Path
+import csv
 
 import nbformat
 import pytest
@@ -174,3 +173,16 @@ def test_a_real_student_copy_of_lesson_00_is_graded_end_to_end(tmp_path):
     nbformat.write(solved, folder / "frank.ipynb")
     rows = grade_folder(folder, tmp_path / "out", progress=False)
     assert {(r.student, r.verdict) for r in rows} == {("erin", "blank"), ("frank", "right")}
+
+
+def test_the_grade_page_opens_in_a_browser_without_errors(graded, browser):
+    _, out = graded
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto((out / "index.html").as_uri())
+    assert page.locator("table tr").count() == 1 + len(EXPECTED) + 1
+    assert page.locator("td.right").count() >= 3
+    assert errors == []
+    page.close()
