@@ -11,7 +11,7 @@ export MPLBACKEND := Agg
 # JupyterLab refuses to start as root unless told; containers and CI often are root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test bench html student clean
+.PHONY: lab test bench html student grade clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(f"The course needs Python 3.11 or newer; $(PYTHON) is {v.major}.{v.minor}. Run: make PYTHON=python3.11 ...") if v < (3, 11) else None'
@@ -31,6 +31,11 @@ html: $(STAMP)
 
 student: $(STAMP)
 	$(BIN)/python -m idemlib.publish student build/student
+
+# make grade SUBMISSIONS=folder [LESSON=02]: runs every handed-in notebook, writes build/grades/.
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "Say where the submissions are: make grade SUBMISSIONS=folder"; exit 2; }
+	$(BIN)/python -m idemlib.publish grade "$(SUBMISSIONS)" $(if $(LESSON),--lesson $(LESSON))
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_overhead.py

@@ -69,9 +69,15 @@ def answer_names(solution: str, check: str) -> list[str]:
     return [name for name in dict.fromkeys(read) if name in assigned]
 
 
-def student_copy(notebook: NotebookNode) -> NotebookNode:
-    """The lesson with every solution replaced by a blank (``name = ...``) and all outputs cleared."""
+def student_copy(notebook: NotebookNode, lesson: str = "") -> NotebookNode:
+    """The lesson with every solution replaced by a blank (``name = ...``) and all outputs cleared.
+
+    ``lesson`` (the lesson's file stem) is recorded in the copy's metadata, so grading
+    knows which lesson a handed-in copy is, whatever the student renamed it to.
+    """
     copied = copy.deepcopy(notebook)
+    if lesson:
+        copied.metadata["idemlib"] = {"lesson": lesson}
     for position, cell in enumerate(copied.cells):
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -92,7 +98,7 @@ def build_student(out: Path, lessons: Iterable[Path] | None = None) -> list[Path
     written = []
     for path in lessons or lesson_paths():
         target = out / path.name
-        nbformat.write(student_copy(nbformat.read(path, as_version=4)), target)
+        nbformat.write(student_copy(nbformat.read(path, as_version=4), path.stem), target)
         written.append(target)
     return written
 
@@ -134,7 +140,7 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
         section = pages[index][1]
         for cell in page.cells:
             if cell.cell_type == "markdown":  # a lesson links to lessons; the site links to pages
-                cell.source = re.sub(r"\((\d\d_[\w]+)\.ipynb\)", r"(\1.html)", cell.source)
+                cell.source = _site_links(cell.source)
                 # \\$ keeps JupyterLab's MathJax off a dollar amount; the site loads no MathJax.
                 cell.source = cell.source.replace("\\\\$", "&#36;")
                 if heading := re.search(r"^##+ (.+)$", cell.source, re.MULTILINE):
@@ -146,6 +152,9 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
         target = out / pages[index][0]
         target.write_text(body, encoding="utf-8")
         written.append(target)
+    prose = render_prose([p for p in (LESSONS / "GLOSSARY.md", ROOT / "TEACHING.md") if p.exists()], out)
+    titles = dict(PROSE_PAGES.values())
+    prose_links = " · ".join(f'<a href="{page.name}">{html.escape(titles[page.name])}</a>' for page in prose)
     items = "".join(
         f'<li><a href="{name}">{html.escape(title)}</a>: {html.escape(first_goal(notebook))}</li>'
         for (name, title), (_, notebook) in zip(pages, ordered)
@@ -158,10 +167,41 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
         "</head><body><h1>The Idempotent Consumer, taught by breaking one</h1>"
         "<p>An executable course on the Inbox pattern and the Idempotency-Key header. Each page is a lesson, "
         "run top to bottom; solutions are folded until you open them.</p>"
-        f"<ol start=\"0\">{items}</ol></body></html>",
+        f"<ol start=\"0\">{items}</ol><p>{prose_links}</p></body></html>",
         encoding="utf-8",
     )
-    return [index_page, *written]
+    return [index_page, *written, *prose]
+
+
+# Pages of prose beside the lessons: the glossary (lessons link their terms to it) and the teacher's guide.
+PROSE_PAGES = {"GLOSSARY.md": ("glossary.html", "Glossary"), "TEACHING.md": ("teaching.html", "Teaching the course")}
+
+
+def _site_links(text: str) -> str:
+    """Links between lessons and prose pages, as the site names them."""
+    text = re.sub(r"\((?:\.\./notebooks/|notebooks/)?(\d\d_[\w]+)\.ipynb", r"(\1.html", text)
+    for source, (page, _) in PROSE_PAGES.items():
+        text = re.sub(rf"\((?:\.\./|notebooks/)?{re.escape(source)}", f"({page}", text)
+    return text
+
+
+def render_prose(sources: Iterable[Path], out: Path) -> list[Path]:
+    """Write each markdown page (the glossary, the teacher's guide) as a page of the site."""
+    from nbconvert.filters.markdown import markdown2html
+
+    written = []
+    for source in sources:
+        page, title = PROSE_PAGES[source.name]
+        body = markdown2html(_site_links(source.read_text(encoding="utf-8")))
+        target = out / page
+        target.write_text(
+            f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            '<link rel="icon" href="data:,"><style>body{font-family:sans-serif;max-width:800px;margin:2em auto;'
+            'padding:0 1em;line-height:1.5}table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:2px 6px}'
+            '</style></head><body><nav class="course"><a href="index.html">contents</a></nav>'
+            f"{body}</body></html>", encoding="utf-8")
+        written.append(target)
+    return written
 
 
 def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:
@@ -171,10 +211,27 @@ def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m idemlib.publish", description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["html", "student"], help="the static site, or student copies")
-    parser.add_argument("out", nargs="?", type=Path, help="where to write (default: build/html or build/student)")
+    parser.add_argument("what", choices=["html", "student", "grade"],
+                        help="the static site, student copies, or grades of handed-in copies")
+    parser.add_argument("folder", nargs="?", type=Path,
+                        help="html/student: where to write (default build/html or build/student); grade: the submissions")
+    parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "grades", help="grade: where to write the table")
+    parser.add_argument("--cell-seconds", type=int, default=60, help="grade: time limit for one cell")
+    parser.add_argument("--notebook-seconds", type=int, default=300, help="grade: time limit for one notebook")
     args = parser.parse_args(argv)
-    out = args.out or ROOT / "build" / args.what
+    if args.what == "grade":
+        if args.folder is None or not args.folder.is_dir():
+            parser.error(f"grade needs the folder of submissions, e.g. make grade SUBMISSIONS=handed_in (got {args.folder})")
+        from idemlib.grade import grade_folder  # grading builds on this module, not the other way round
+
+        rows = grade_folder(args.folder, args.out, expected_lesson=args.lesson,
+                            cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds)
+        right = sum(row.verdict == "right" for row in rows)
+        print(f"{right} of {sum(bool(row.exercise) for row in rows)} exercises right; "
+              f"wrote {args.out / 'grades.csv'} and {args.out / 'index.html'}")
+        return
+    out = args.folder or ROOT / "build" / args.what
     written = build_html(out) if args.what == "html" else build_student(out)
     print(f"wrote {len(written)} files to {out}")
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from idemlib.stores import DuckDBPayments, PostgresPayments, SQLitePayments, postgres_unavailable, require_servers
@@ -60,3 +63,25 @@ def cache(request):
             pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
         pytest.skip(reason)
     return real_redis()
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's build, driven by playwright). Skipped with a message where it is
+    missing; where servers are required (CI), that is a failure."""
+    if not Path(CHROMIUM).exists():
+        message = "Chromium is not installed: `sudo apt-get install chromium` (Debian) to run the browser tests."
+        if require_servers():
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        yield browser
+        browser.close()

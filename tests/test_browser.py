@@ -1,8 +1,7 @@
 """The course as people see it: the built site and JupyterLab, in headless Chromium.
 
-Needs Debian's ``chromium`` (``/usr/bin/chromium``) and the ``playwright`` package,
-which drives it without downloading a browser of its own. Skipped with a message
-where Chromium is missing; where servers are required (CI), that is a failure.
+The ``browser`` fixture (in conftest.py) needs Debian's ``chromium`` and the
+``playwright`` package, which drives it without downloading a browser of its own.
 """
 
 from __future__ import annotations
@@ -18,32 +17,12 @@ import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from idemlib.publish import lesson_paths, render_site
-from idemlib.stores import require_servers
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
 LESSON_01 = "01_why_duplicates_arrive.ipynb"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        message = "Chromium is not installed: `sudo apt-get install chromium` (Debian) to run the browser tests."
-        if require_servers():
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        yield browser
-        browser.close()
 
 
 def free_port() -> int:

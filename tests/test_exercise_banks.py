@@ -26,3 +26,15 @@ def test_every_check_has_a_bank_thick_enough_to_tell_right_from_wrong():
     assert not missing, f"checks without a bank (add BANKS in tests/test_exercises_NN.py): {missing}"
     thin = [name for name, bank in banks.items() if len(bank.wrong) < MIN_WRONG or len(bank.right) < MIN_RIGHT]
     assert not thin, f"banks with fewer than {MIN_WRONG} wrong or {MIN_RIGHT} right answers: {thin}"
+
+
+def test_every_check_names_its_exercise_in_a_structured_verdict():
+    # idemlib.grade reads verdicts from this MIME bundle, never from the printed words.
+    from idemlib.exercises.feedback import VERDICT_MIME
+
+    for name in (n for n in dir(exercises) if n.startswith("check_")):
+        check = getattr(exercises, name)
+        assert getattr(check, "__wrapped__", None), f"{name} lacks @exercise"
+        bundle = all_banks()[name].blank
+        verdict = check(*bundle)._repr_mimebundle_()[VERDICT_MIME]
+        assert verdict == {"exercise": name, "verdict": "blank", "message": verdict["message"]}

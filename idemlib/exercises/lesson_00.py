@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.messages import Message
 
 __all__ = ["check_running_example"]
 
 
+@exercise
 def check_running_example(message: Any) -> Feedback:
     """Lesson 00: the running example as a :class:`~idemlib.messages.Message`."""
     if (missing := blank(message, "a Message built with Message.charge(...)")) is not None:

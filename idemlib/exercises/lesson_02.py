@@ -6,13 +6,14 @@ from typing import Any
 
 import duckdb
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import crash_matrix
 from idemlib.handlers import handler_named
 
 __all__ = ["check_inbox_insert", "check_crash_point"]
 
 
+@exercise
 def check_inbox_insert(sql: Any) -> Feedback:
     """Lesson 02: an INSERT with one ``?`` for the message ID that writes 1 row the first time, 0 the second."""
     if (missing := blank(sql, "an INSERT statement (a string) with ? where the message ID goes")) is not None:
@@ -36,6 +37,7 @@ def check_inbox_insert(sql: Any) -> Feedback:
     return hint(f"It wrote {written[0]} row(s), then {written[1]}. Insert into processed_messages.")
 
 
+@exercise
 def check_crash_point(handler_name: Any, fault: Any, outcome: str) -> Feedback:
     """Lesson 02: name a handler and a fault (as the crash matrix spells them) that end in ``outcome``."""
     for value, what in ((handler_name, "a handler's name"), (fault, "a fault such as 'crash before commit'")):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import interleavings
 from idemlib.handlers import WorkFirstHandler
 from idemlib.races import race
@@ -13,6 +13,7 @@ from idemlib.stores import DuckDBPayments
 __all__ = ["check_race_loser", "check_interleaving_count"]
 
 
+@exercise
 def check_race_loser(answer: Any) -> Feedback:
     """Lesson 03: on DuckDB, with A holding its transaction open while B runs, who fails and where (``"A at commit"``)."""
     if (missing := blank(answer, 'a string such as "B at record id" or "nobody"')) is not None:
@@ -27,6 +28,7 @@ def check_race_loser(answer: Any) -> Feedback:
                  'Answer in the form "A at begin", "B at commit" or "nobody".')
 
 
+@exercise
 def check_interleaving_count(answer: Any) -> Feedback:
     """Lesson 03: how many distinct interleavings of two work-first consumers charge twice."""
     if (missing := blank(answer, "a whole number")) is not None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.provider import PaymentProvider
 
 __all__ = ["check_key_function"]
 
 
+@exercise
 def check_key_function(charge_key: Any) -> Feedback:
     """Lesson 04: a function from a message ID to the idempotency key of that message's charge call."""
     if (missing := blank(charge_key, "a function such as def charge_key(message_id): ...")) is not None:

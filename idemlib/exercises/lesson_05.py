@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.ids import STRATEGIES, compare_strategies, twin_facts
 
 __all__ = ["check_id_strategies"]
 
 
+@exercise
 def check_id_strategies(answer: Any) -> Feedback:
     """Lesson 05: which strategy catches every duplicate, which only redeliveries, which drops real payments."""
     cases = ("catches every duplicate", "catches redeliveries only", "drops real payments")

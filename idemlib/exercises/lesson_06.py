@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import (
     places_to_remember,
     store_matrix,
@@ -14,6 +14,7 @@ from idemlib.stores.cache import MemoryCache
 __all__ = ["check_store_window"]
 
 
+@exercise
 def check_store_window(setup: Any, fault: Any) -> Feedback:
     """Lesson 06: a (store, crash point) where a cache outside the transaction charges twice."""
     for value, what in ((setup, "a store's label from the matrix"), (fault, "a fault such as 'crash before commit'")):

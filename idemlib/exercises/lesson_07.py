@@ -8,7 +8,7 @@ from typing import Any
 
 from idemlib.brokers.models import SERVICE_BUS, SQS_FIFO_CONTENT, asb_window
 from idemlib.brokers.sources import SOURCES, run_broker
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import blank, exercise, Feedback, hint, right
 from idemlib.messages import Message
 
 __all__ = ["RETRY_SCHEDULE", "check_content_based", "check_detection_window"]
@@ -24,6 +24,7 @@ def _sources(answer: Any) -> set[str] | None:
     return chosen if chosen <= set(SOURCES) else None
 
 
+@exercise
 def check_content_based(answer: Any) -> Feedback:
     """Lesson 07: which duplicate sources reach the consumer on SQS FIFO with content-based deduplication."""
     if (missing := blank(answer, "a set of source names from SOURCES")) is not None:
@@ -45,6 +46,7 @@ def check_content_based(answer: Any) -> Feedback:
     return hint("Some sources you listed are stopped by the broker: which sends repeat the same body inside the interval?")
 
 
+@exercise
 def check_detection_window(seconds: Any) -> Feedback:
     """Lesson 07: a Service Bus duplicate-detection window that drops every retry of :data:`RETRY_SCHEDULE`."""
     if (missing := blank(seconds, "a window in seconds")) is not None:

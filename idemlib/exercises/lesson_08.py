@@ -6,12 +6,13 @@ import threading
 import time
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.http import ChargesApi, Client, serve
 
 __all__ = ["check_http_statuses"]
 
 
+@exercise
 def check_http_statuses(answer: Any) -> Feedback:
     """Lesson 08: the status the IETF draft suggests for each refusal, checked against the running server."""
     if (missing := blank(answer, 'a dict {"missing key": ..., "still in progress": ..., "different payload": ...}')) is not None:

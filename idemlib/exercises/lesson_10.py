@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import blank, exercise, Feedback, hint, right
 from idemlib.ordering import Writer, explore_orderings
 from idemlib.retention import DAY, HOUR, RetentionConfig, late_duplicate
 
@@ -25,6 +25,7 @@ def _hours(answer: Any) -> float | None:
     return None
 
 
+@exercise
 def check_safe_retention(keep_ids_hours: Any) -> Feedback:
     """Lesson 10: how many hours the inbox must keep an ID under :data:`EXERCISE_CONFIG`.
 
@@ -49,6 +50,7 @@ def check_safe_retention(keep_ids_hours: Any) -> Feedback:
                  "replay finds the ID and is skipped.")
 
 
+@exercise
 def check_version_guard(statement: Any) -> Feedback:
     """Lesson 10: an SQL statement that applies a status change only if it is newer than the row's version.
 

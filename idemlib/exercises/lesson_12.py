@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from idemlib.design_review import Design, five_questions
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import blank, exercise, Feedback, hint, right
 
 __all__ = ["REVIEW_EXERCISE", "check_five_answers", "check_safe_design"]
 
@@ -23,6 +23,7 @@ def _yes_no(value: Any) -> bool | None:
     return None
 
 
+@exercise
 def check_five_answers(answers: Any) -> Feedback:
     """Lesson 12: the five questions answered (yes or no, in order) for :data:`REVIEW_EXERCISE`, checked by running it."""
     if (missing := blank(answers, 'five answers in order, e.g. ["yes", "no", "yes", "yes", "no"]')) is not None:
@@ -49,6 +50,7 @@ def check_five_answers(answers: Any) -> Feedback:
     return right("every answer matches the run: two mistakes at once fail two questions, each its own.")
 
 
+@exercise
 def check_safe_design(design: Any) -> Feedback:
     """Lesson 12: a :class:`Design` for which the run answers all five questions yes."""
     if (missing := blank(design, 'a Design(...), e.g. Design("mine", guard=..., payout_key=..., key_hours=...)')) is not None:
