@@ -8,7 +8,7 @@ from typing import Any
 
 from idemlib.brokers.models import SERVICE_BUS, SQS_FIFO_CONTENT, asb_window
 from idemlib.brokers.sources import SOURCES, run_broker
-from idemlib.exercises.feedback import blank, exercise, Feedback, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.messages import Message
 
 __all__ = ["RETRY_SCHEDULE", "check_content_based", "check_detection_window"]

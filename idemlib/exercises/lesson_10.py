@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from idemlib.exercises.feedback import blank, exercise, Feedback, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.ordering import Writer, explore_orderings
 from idemlib.retention import DAY, HOUR, RetentionConfig, late_duplicate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from idemlib.design_review import Design, five_questions
-from idemlib.exercises.feedback import blank, exercise, Feedback, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 
 __all__ = ["REVIEW_EXERCISE", "check_five_answers", "check_safe_design"]
 
