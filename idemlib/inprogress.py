@@ -21,9 +21,9 @@ from typing import Any
 
 import pandas as pd
 
-from idemlib.explore import RUNNING_EXAMPLE, fault_points
+from idemlib.explore import RUNNING_EXAMPLE, fault_points, open_transaction_seconds
 from idemlib.faults import Crash, FaultPlan
-from idemlib.handlers import Context, Handler, ProviderError, Steps
+from idemlib.handlers import Context, Handler, ProviderError, ProviderHandler, Steps
 from idemlib.messages import Message, parse_charge
 from idemlib.provider import PaymentProvider
 from idemlib.sim import RunResult, outcome_of, simulate
@@ -335,3 +335,32 @@ def deadline_versus_lease(ratios: Iterable[float] = (0.5, 1.0, 2.0, 10.0), *, le
             rows.append({"deadline / lease": ratio, "situation": situation, "takeovers": len(run.result.events(TAKEN_OVER)),
                          **run.summary()})
     return pd.DataFrame(rows)
+
+
+def where_the_call_sits(messages: list[Message], *, provider_seconds: float = 2.0, step_seconds: float = 0.05,
+                        ack_loss_rate: float = 0.2, seed: int = 7) -> pd.DataFrame:
+    """The provider call inside the open transaction, before it, or between a committed claim and the completion.
+
+    Every handler sends the derived key. The table gives how long, on average, a
+    delivery holds a database transaction open (simulated seconds), how many calls
+    reached the provider and how many charges it made, under the same lost acks.
+    """
+    timings = {step: step_seconds for step in ("begin", "record id", "charge", "commit", "ack", "claim", "work",
+                                               "mark completed")}
+    timings["call provider"] = provider_seconds
+    handlers: dict[str, Handler] = {"call inside the transaction": ProviderHandler("inside"),
+                                    "call before the transaction": ProviderHandler("before"),
+                                    "in-progress record": InProgressHandler(60.0)}
+    rows = {}
+    database = RecordsDuckDB()
+    for label, handler in handlers.items():
+        database.empty()
+        provider = PaymentProvider()
+        run = simulate(handler, messages, faults=FaultPlan(ack_loss_rate=ack_loss_rate, seed=seed), provider=provider,
+                       step_seconds=timings, database=database)
+        # The in-progress record opens its one transaction and commits it within the "mark completed" step.
+        held = open_transaction_seconds(run.trace)
+        rows[label] = {"seconds a transaction stays open": round(float(held.mean()) if not held.empty else 0.0, 2),
+                       "calls to the provider": len(run.events("provider answered")),
+                       "charges at the provider": len(provider.charges), "payments owed": len(messages)}
+    return pd.DataFrame.from_dict(rows, orient="index")

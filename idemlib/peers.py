@@ -42,6 +42,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.cache import CacheP
 from idemlib.broker import Broker, Delivery
 from idemlib.clock import VirtualClock
 from idemlib.explore import RUNNING_EXAMPLE
+from idemlib.facts import load_facts
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler
 from idemlib.inprogress import (BACKED_OFF, LEASE_SECONDS, InProgressHandler, RecordsDuckDB, blocked_leases,
@@ -53,8 +54,8 @@ from idemlib.stores import DuckDBPayments
 from idemlib.stores.cache import redis_unavailable, redis_url
 from idemlib.trace import Trace
 
-MEASURED_VERSION = "3.37.0"
-"""The Powertools version the lesson's figures were measured with (``pip install aws-lambda-powertools==3.37.0``)."""
+MEASURED_VERSION = str(load_facts().loc["powertools_version_measured", "value"])
+"""The Powertools version the lesson's figures were measured with (``pip install aws-lambda-powertools==<it>``)."""
 PEER_STEPS = ("claim", "charge", "mark completed", "ack")
 STEP_TIMEOUT = 20.0
 """Seconds the parent waits for a child to reach its next step before giving up on it."""
@@ -148,7 +149,7 @@ class PeerRun:
         """The figures the lesson's tables show for this run."""
         return {"charges": len(self.charges), "charged ($)": sum(c["amount"] for c in self.charges),
                 "refused": self.refused, "blocked (leases)": round(blocked_leases(self.trace, self.lease)),
-                "rejected": self.count("rejected"), "dead-lettered": len(self.dead_letters), "outcome": self.outcome}
+                "rejected": self.count("rejected"), "failed": self.count("failed"), "dead-lettered": len(self.dead_letters), "outcome": self.outcome}
 
 
 def run_powertools(messages: Iterable[Message], settings: PeerSettings = PeerSettings(), *,
@@ -243,6 +244,8 @@ class _Run:
         elif kind == "rejected":
             self.trace.record(actor, "rejected", label, delivery.count, detail)
             self.broker.release(delivery, detail)
+        elif kind == "failed":
+            self.trace.record(actor, "failed", label, delivery.count, detail)  # an invocation error: no ack
         elif self.faults.loses_ack(label, delivery.count):
             self.trace.record(actor, "ack lost", label, delivery.count)
         else:
@@ -297,6 +300,8 @@ def _consume(conn: Connection, event: dict[str, Any], settings: PeerSettings, pr
             verdict = ("refused", f"{type(error).__name__}: {error}")
         except (IdempotencyValidationError, IdempotencyKeyError) as error:
             verdict = ("rejected", f"{type(error).__name__}: {error}")
+        except Exception as error:  # noqa: BLE001 - whatever else the library raises fails the invocation
+            verdict = ("failed", f"{type(error).__name__}: {error}")
     conn.send((*verdict, [str(w.message) for w in caught]))
 
 
@@ -367,6 +372,8 @@ def powertools_scenarios(lease: float = 0.15) -> pd.DataFrame:
         ("defaults, crash after the claim", [RUNNING_EXAMPLE], PeerSettings(), {"faults": _plan("", "charge")}),
         ("deadline registered, crash after the charge", [RUNNING_EXAMPLE], PeerSettings(deadline_ms=50),
          {"faults": _plan("", "mark completed")}),
+        ("deadline registered, crash after the claim twice in a row", [RUNNING_EXAMPLE], PeerSettings(deadline_ms=50),
+         {"faults": FaultPlan(crashes=[Crash("charge"), Crash("charge", delivery=2)])}),
         ("expiry 1 s, ack lost, lease 1.3 s", [RUNNING_EXAMPLE], PeerSettings(expires_after_seconds=1),
          {"faults": _plan("ack lost", None), "lease": 1.3}),
         ("ID reused for $50, payload validation off", reused, PeerSettings(), {}),
@@ -382,7 +389,7 @@ def powertools_scenarios(lease: float = 0.15) -> pd.DataFrame:
         owed = sum(m.body["amount"] for m in {m.body["amount"]: m for m in messages}.values())
         summary = run.summary()
         rows.append({"scenario": name, "owed ($)": owed, "charged ($)": summary["charged ($)"], "refused": summary["refused"],
-                     "rejected": summary["rejected"], "dead-lettered": summary["dead-lettered"],
+                     "rejected": summary["rejected"], "failed": summary["failed"], "dead-lettered": summary["dead-lettered"],
                      "warned": "; ".join(dict.fromkeys(w.split(".")[0] for w in run.warnings)) or "-"})
     return pd.DataFrame(rows).set_index("scenario")
 
