@@ -27,7 +27,8 @@ from idemlib.handlers import Context, Handler, ProviderError, ProviderHandler, S
 from idemlib.messages import Message, parse_charge
 from idemlib.provider import PaymentProvider
 from idemlib.sim import RunResult, outcome_of, simulate
-from idemlib.stores import DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments
+from idemlib.servers import ServerMissing, require_servers
+from idemlib.stores import DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, postgres_unavailable
 
 IN_PROGRESS, COMPLETED = "in progress", "completed"
 BACKED_OFF, TAKEN_OVER, CLAIM_LOST = "in progress: backed off", "deadline passed: taken over", "claim lost: left to the owner"
@@ -272,7 +273,8 @@ class LongRun:
 
     def summary(self) -> dict[str, Any]:
         """The figures the lesson's tables show for this run."""
-        return {"card charges": self.card_charges, "local rows": self.local_rows, "refused": self.refused,
+        return {"takeovers": len(self.result.events(TAKEN_OVER)), "provider calls": len(self.result.events("provider answered")),
+                "card charges": self.card_charges, "local rows": self.local_rows, "refused": self.refused,
                 "blocked (leases)": self.blocked_leases, "dead-lettered": len(self.result.dead_letters),
                 "outcome": self.outcome}
 
@@ -295,9 +297,9 @@ def run_long(handler: InProgressHandler, messages: Iterable[Message] = (RUNNING_
     return LongRun(result, provider, lease)
 
 
-def inprogress_matrix(handlers: Iterable[InProgressHandler], engine: str = "DuckDB", *,
+def inprogress_matrix(handlers: dict[str, InProgressHandler], engine: str = "DuckDB", *,
                       lease: float = LEASE_SECONDS) -> pd.DataFrame:
-    """Every single fault (a crash before each step, a lost ack) on one delivery of m-7f3, for each handler.
+    """Every single fault (a crash before each step, a lost ack) on one delivery of m-7f3, for each labelled handler.
 
     One row per (handler, fault) with the card charges, the local rows, the
     refused deliveries, the time blocked in leases and the outcome; the columns
@@ -306,12 +308,28 @@ def inprogress_matrix(handlers: Iterable[InProgressHandler], engine: str = "Duck
     rows = []
     amount = RUNNING_EXAMPLE.body["amount"]
     database = records_database(engine)
-    for handler in handlers:
+    for label, handler in handlers.items():
         for fault, plan in fault_points(handler):
             run = run_long(handler, faults=plan, lease=lease, database=database)
-            rows.append({"handler": handler.name, "fault": fault, "total charged": run.card_charges * amount,
-                         **run.summary()})
+            rows.append({"handler": label, "fault": fault, "total charged": run.card_charges * amount, **run.summary()})
     return pd.DataFrame(rows)
+
+
+def outcomes_by_engine(handler: InProgressHandler) -> pd.DataFrame:
+    """The outcome at each fault point on DuckDB and on the real PostgreSQL, side by side.
+
+    Without a PostgreSQL server the column is left out with a message saying how
+    to start one (or, where servers are required, the run fails).
+    """
+    columns = {"DuckDB": inprogress_matrix({"DuckDB": handler}).set_index("fault")["outcome"]}
+    reason = postgres_unavailable()
+    if reason is None:
+        columns["PostgreSQL"] = inprogress_matrix({"PostgreSQL": handler}, "PostgreSQL").set_index("fault")["outcome"]
+    elif require_servers():
+        raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
+    else:
+        print(f"{reason} Only DuckDB is shown.")
+    return pd.DataFrame(columns)
 
 
 def deadline_versus_lease(ratios: Iterable[float] = (0.5, 1.0, 2.0, 10.0), *, lease: float = LEASE_SECONDS,
@@ -332,8 +350,7 @@ def deadline_versus_lease(ratios: Iterable[float] = (0.5, 1.0, 2.0, 10.0), *, le
     for ratio in ratios:
         for situation, setup in situations.items():
             run = run_long(InProgressHandler(ratio * lease), lease=lease, database=database, **setup)
-            rows.append({"deadline / lease": ratio, "situation": situation, "takeovers": len(run.result.events(TAKEN_OVER)),
-                         **run.summary()})
+            rows.append({"deadline / lease": ratio, "situation": situation, **run.summary()})
     return pd.DataFrame(rows)
 
 

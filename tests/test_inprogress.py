@@ -48,9 +48,8 @@ HANDLERS = {
 
 
 def test_every_crash_point_of_every_variant_has_its_outcome(engine):
-    matrix = inprogress_matrix(HANDLERS.values(), engine)
-    names = {handler.name: label for label, handler in HANDLERS.items()}
-    found = {(names[row.handler], row.fault): row.outcome for row in matrix.itertuples()}
+    matrix = inprogress_matrix(HANDLERS, engine)
+    found = {(row.handler, row.fault): row.outcome for row in matrix.itertuples()}
     assert found == {(label, fault): outcome for label, faults in EXPECTED.items() for fault, outcome in faults.items()}
     blocked = matrix[matrix["outcome"] == "blocked"]
     assert (blocked["refused"] == 1).all() and (blocked["blocked (leases)"] == 1.0).all()

@@ -59,8 +59,6 @@ def test_the_scenarios_the_lesson_measures():
     table = peers().powertools_scenarios()
     charged = table["charged ($)"].to_dict()
     assert charged == {
-        "defaults, crash after the claim": 0,
-        "deadline registered, crash after the charge": 80,
         "deadline registered, crash after the claim twice in a row": 0,
         "expiry 1 s, ack lost, lease 1.3 s": 80,
         "ID reused for $50, payload validation off": 40,
@@ -77,12 +75,15 @@ def test_the_scenarios_the_lesson_measures():
     assert table.loc["duplicate published, both copies held at once", "refused"] >= 1
 
 
-def test_side_by_side_puts_the_library_beside_the_course(tmp_path):
+def test_side_by_side_puts_the_library_beside_the_course():
     p = peers()
     table = p.side_by_side({"Powertools, defaults": p.PeerSettings()})
     outcomes = table.pivot(index="fault", columns="handler", values="outcome")
     assert set(outcomes["inbox (one transaction)"]) == {"charged once"}
-    assert outcomes.loc["crash after the claim, before the charge", "Powertools, defaults"] == "charge lost"
+    assert outcomes.loc["crash after the claim", "Powertools, defaults"] == "charge lost"
+    assert outcomes.loc["crash after the claim", "in-progress record, deadline 2 leases"] == "blocked"
+    said = p.compare_outcomes(table)
+    assert said.loc["crash after the claim", "Powertools, defaults"] == "charge lost: 0 charges, 4 refused, dead-lettered"
 
 
 def test_a_run_leaves_no_keys_behind():
