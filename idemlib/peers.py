@@ -23,10 +23,12 @@ import itertools
 import json
 import multiprocessing
 import os
+from multiprocessing import forkserver
 import signal
 import time
 import warnings
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -66,6 +68,14 @@ _PROCESSES = multiprocessing.get_context("forkserver")
 _PROCESSES.set_forkserver_preload(["idemlib.peers"])
 
 
+def start_fork_server() -> None:
+    """Start the process that children fork from, so it imports the library while other work goes on.
+
+    Optional: the first delivery starts it anyway, and then waits for its imports.
+    """
+    forkserver.ensure_running()
+
+
 @dataclass(frozen=True)
 class PeerSettings:
     """How the library is configured for a run (the arguments of ``IdempotencyConfig``, in the course's words).
@@ -86,12 +96,12 @@ class PeerSettings:
                                    payload_validation_jmespath="[order_id, amount]" if self.payload_validation else "",
                                    raise_on_no_idempotency_key=self.raise_on_no_key)
         if self.deadline_ms is not None:
-            config.register_lambda_context(_RemainingTime(self.deadline_ms))
+            config.register_lambda_context(RemainingTime(self.deadline_ms))
         return config
 
 
 @dataclass(frozen=True)
-class _RemainingTime:
+class RemainingTime:
     """Stands in for a Lambda context: all the library asks of it is the time left, in milliseconds."""
 
     millis: int
@@ -153,7 +163,7 @@ class PeerRun:
 
 
 def run_powertools(messages: Iterable[Message], settings: PeerSettings = PeerSettings(), *,
-                   faults: FaultPlan | None = None, lease: float = 0.25, max_deliveries: int = 5,
+                   faults: FaultPlan | None = None, lease: float = 0.2, max_deliveries: int = 5,
                    overlap_at: str | None = None) -> PeerRun:
     """Deliver ``messages`` to the library, one child process per delivery, until the queue is empty.
 
@@ -326,7 +336,7 @@ def _plan(point: str, step: str | None) -> FaultPlan:
     return FaultPlan(crashes=[Crash(step)]) if step else FaultPlan()
 
 
-def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.15,
+def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.2,
                  course_deadline_leases: float = 2.0) -> pd.DataFrame:
     """m-7f3 crashed at each shared point, handled by the inbox, the in-progress handler and the library.
 
@@ -338,7 +348,7 @@ def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.15,
     rows = []
     handler = InProgressHandler(course_deadline_leases * LEASE_SECONDS)
     inbox_db, records_db = DuckDBPayments(), RecordsDuckDB()
-    for point, inbox_step, course_step, peer_step in CRASH_POINTS:
+    for point, inbox_step, course_step, _ in CRASH_POINTS:
         inbox_db.empty()
         inbox = simulate(InboxHandler(), [RUNNING_EXAMPLE], faults=_plan(point, inbox_step), database=inbox_db)
         charges = len(inbox.payments)
@@ -346,16 +356,27 @@ def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.15,
         course = run_long(handler, faults=_plan(point, course_step), database=records_db)
         rows.append((f"in-progress record, deadline {course_deadline_leases:g} leases", point, course.card_charges,
                      course.refused, course.blocked_leases, len(course.result.dead_letters), course.outcome))
-        for label, settings in (peers or {}).items():
-            peer = run_powertools([RUNNING_EXAMPLE], settings, faults=_plan(point, peer_step), lease=lease)
-            summary = peer.summary()
-            rows.append((label, point, summary["charges"], summary["refused"], summary["blocked (leases)"],
-                         summary["dead-lettered"], summary["outcome"]))
+    jobs = [(label, point, settings, _plan(point, peer_step))
+            for label, settings in (peers or {}).items() for point, _, _, peer_step in CRASH_POINTS]
+    runs = _in_parallel([(([RUNNING_EXAMPLE], settings), {"faults": plan, "lease": lease}) for _, _, settings, plan in jobs])
+    for (label, point, _, _), run in zip(jobs, runs):
+        summary = run.summary()
+        rows.append((label, point, summary["charges"], summary["refused"], summary["blocked (leases)"],
+                     summary["dead-lettered"], summary["outcome"]))
     table = pd.DataFrame(rows, columns=["handler", "fault", "charges", "refused", "blocked (leases)", "dead-lettered",
                                         "outcome"])
     table["total charged"] = table["charges"] * RUNNING_EXAMPLE.body["amount"]
     order = list(dict.fromkeys(table["handler"]))
     return table.sort_values("handler", key=lambda names: names.map(order.index), kind="stable").reset_index(drop=True)
+
+
+def _in_parallel(calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int = 6) -> list[PeerRun]:
+    """Several independent runs at once: each mostly waits for leases and children, so they overlap well.
+
+    Every run has its own broker, clock and key prefix; only the machine is shared.
+    """
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda call: run_powertools(*call[0], **call[1]), calls))
 
 
 def compare_outcomes(table: pd.DataFrame) -> pd.DataFrame:
@@ -368,7 +389,7 @@ def compare_outcomes(table: pd.DataFrame) -> pd.DataFrame:
     return cells.pivot(index="fault", columns="handler", values="said").loc[points, list(dict.fromkeys(table["handler"]))]
 
 
-def powertools_scenarios(lease: float = 0.15) -> pd.DataFrame:
+def powertools_scenarios(lease: float = 0.2) -> pd.DataFrame:
     """The library's behaviours the lesson measures beyond :func:`side_by_side`, each a real run on the real Redis.
 
     One row per scenario: what the customers owe, what was charged, how many
@@ -379,7 +400,7 @@ def powertools_scenarios(lease: float = 0.15) -> pd.DataFrame:
     reused = [RUNNING_EXAMPLE, Message.charge("m-7f3", order_id=1042, amount=50)]
     no_key = Message(None, {"order_id": 1042, "amount": 40})
     scenarios: list[tuple[str, list[Message], PeerSettings, dict[str, Any]]] = [
-        ("deadline registered, crash after the claim twice in a row", [RUNNING_EXAMPLE], PeerSettings(deadline_ms=50),
+        ("deadline, two crashes after the claim", [RUNNING_EXAMPLE], PeerSettings(deadline_ms=50),
          {"faults": FaultPlan(crashes=[Crash("charge"), Crash("charge", delivery=2)])}),
         ("expiry 1 s, ack lost, lease 1.3 s", [RUNNING_EXAMPLE], PeerSettings(expires_after_seconds=1),
          {"faults": _plan("ack lost", None), "lease": 1.3}),
@@ -391,8 +412,8 @@ def powertools_scenarios(lease: float = 0.15) -> pd.DataFrame:
          {"overlap_at": "charge"}),
     ]
     rows = []
-    for name, messages, settings, options in scenarios:
-        run = run_powertools(messages, settings, **{"lease": lease, **options})
+    runs = _in_parallel([((messages, settings), {"lease": lease, **options}) for _, messages, settings, options in scenarios])
+    for (name, messages, _, _), run in zip(scenarios, runs):
         owed = sum({(m.message_id, m.body["amount"]): m.body["amount"] for m in messages}.values())  # each payload once
         summary = run.summary()
         rows.append({"scenario": name, "owed ($)": owed, "charged ($)": summary["charged ($)"], "refused": summary["refused"],

@@ -32,7 +32,7 @@ def test_the_version_measured_is_the_version_installed():
 
 def test_defaults_refuse_every_redelivery_after_a_crash_past_the_claim():
     p = peers()
-    run = p.run_powertools([RUNNING_EXAMPLE], p.PeerSettings(), faults=FaultPlan(crashes=[Crash("charge")]), lease=0.15)
+    run = p.run_powertools([RUNNING_EXAMPLE], p.PeerSettings(), faults=FaultPlan(crashes=[Crash("charge")]))
     assert (len(run.charges), run.refused, len(run.dead_letters)) == (0, 4, 1)
     assert run.outcome == "charge lost"
     assert any("register_lambda_context" in warning for warning in run.warnings)
@@ -41,7 +41,7 @@ def test_defaults_refuse_every_redelivery_after_a_crash_past_the_claim():
 def test_a_registered_deadline_lets_a_takeover_charge_a_second_time():
     p = peers()
     run = p.run_powertools([RUNNING_EXAMPLE], p.PeerSettings(deadline_ms=50),
-                           faults=FaultPlan(crashes=[Crash("mark completed")]), lease=0.15)
+                           faults=FaultPlan(crashes=[Crash("mark completed")]))
     assert len(run.charges) == 2 and run.refused == 0 and run.outcome == "charged twice"
     # The takeover of an orphaned record leaves the library's lock key behind, with its own time to live.
     keys = set(run.records["key (after the run's prefix)"])
@@ -51,7 +51,7 @@ def test_a_registered_deadline_lets_a_takeover_charge_a_second_time():
 def test_a_crash_after_completion_or_a_lost_ack_gets_the_stored_result():
     p = peers()
     for plan in (FaultPlan(crashes=[Crash("ack")]), FaultPlan(lost_acks=[LostAck()])):
-        run = p.run_powertools([RUNNING_EXAMPLE], p.PeerSettings(), faults=plan, lease=0.15)
+        run = p.run_powertools([RUNNING_EXAMPLE], p.PeerSettings(), faults=plan)
         assert len(run.charges) == 1 and run.outcome == "charged once"
 
 
@@ -59,7 +59,7 @@ def test_the_scenarios_the_lesson_measures():
     table = peers().powertools_scenarios()
     charged = table["charged ($)"].to_dict()
     assert charged == {
-        "deadline registered, crash after the claim twice in a row": 0,
+        "deadline, two crashes after the claim": 0,
         "expiry 1 s, ack lost, lease 1.3 s": 80,
         "ID reused for $50, payload validation off": 40,
         "ID reused for $50, payload validation on": 40,
@@ -71,7 +71,7 @@ def test_the_scenarios_the_lesson_measures():
     assert table.loc["ID reused for $50, payload validation off", "rejected"] == 0
     assert table.loc["no key, raise_on_no_idempotency_key on", "dead-lettered"] == 1
     # The orphan lock of the first takeover outlives the leases: every later delivery fails until it expires.
-    assert table.loc["deadline registered, crash after the claim twice in a row", "failed"] == 3
+    assert table.loc["deadline, two crashes after the claim", "failed"] == 3
     assert table.loc["duplicate published, both copies held at once", "refused"] >= 1
 
 
@@ -89,5 +89,5 @@ def test_side_by_side_puts_the_library_beside_the_course():
 def test_a_run_leaves_no_keys_behind():
     p = peers()
     before = set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*"))
-    p.run_powertools([Message.charge("m-9c2", 7, 5)], p.PeerSettings(), lease=0.15)
+    p.run_powertools([Message.charge("m-9c2", 7, 5)], p.PeerSettings())
     assert set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*")) <= before
