@@ -322,14 +322,23 @@ def outcomes_by_engine(handler: InProgressHandler) -> pd.DataFrame:
     to start one (or, where servers are required, the run fails).
     """
     columns = {"DuckDB": inprogress_matrix({"DuckDB": handler}).set_index("fault")["outcome"]}
-    reason = postgres_unavailable()
-    if reason is None:
+    if server_ready(postgres_unavailable(), "Only DuckDB is shown."):
         columns["PostgreSQL"] = inprogress_matrix({"PostgreSQL": handler}, "PostgreSQL").set_index("fault")["outcome"]
-    elif require_servers():
-        raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-    else:
-        print(f"{reason} Only DuckDB is shown.")
     return pd.DataFrame(columns)
+
+
+def server_ready(reason: str | None, otherwise: str) -> bool:
+    """True when ``reason`` (why a server is unreachable) is None.
+
+    Otherwise raise :class:`~idemlib.servers.ServerMissing` where servers are
+    required (CI), or print the reason and ``otherwise`` (what the lesson does instead).
+    """
+    if reason is None:
+        return True
+    if require_servers():
+        raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
+    print(f"{reason} {otherwise}")
+    return False
 
 
 def deadline_versus_lease(ratios: Iterable[float] = (0.5, 1.0, 2.0, 10.0), *, lease: float = LEASE_SECONDS,

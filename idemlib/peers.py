@@ -48,9 +48,8 @@ from idemlib.facts import load_facts
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler
 from idemlib.inprogress import (BACKED_OFF, LEASE_SECONDS, InProgressHandler, RecordsDuckDB, blocked_leases,
-                                outcome_of_effects, run_long)
+                                outcome_of_effects, run_long, server_ready)
 from idemlib.messages import Message
-from idemlib.servers import ServerMissing, require_servers
 from idemlib.sim import outcome_of, simulate
 from idemlib.stores import DuckDBPayments
 from idemlib.stores.cache import redis_unavailable, redis_url
@@ -424,10 +423,4 @@ def powertools_scenarios(lease: float = 0.2) -> pd.DataFrame:
 
 def powertools_ready() -> bool:
     """True when the real Redis answers. When it does not, say why and how to start it, or raise where servers are required."""
-    reason = redis_unavailable()
-    if reason is None:
-        return True
-    if require_servers():
-        raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-    print(f"{reason} The Powertools runs are skipped; the course's own consumers still run.")
-    return False
+    return server_ready(redis_unavailable(), "The Powertools runs are skipped; the course's own consumers still run.")
