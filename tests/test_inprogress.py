@@ -111,3 +111,21 @@ def test_bad_settings_are_refused_with_a_reason():
         InProgressHandler(0)
     with pytest.raises(ValueError, match="engine"):
         records_database("Oracle")
+
+
+def test_the_crash_matrix_plot_shows_blocked_cells_with_their_own_colour_and_hatching():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from idemlib import plots
+
+    matrix = inprogress_matrix({"deadline 60 s": InProgressHandler(2 * LEASE)})
+    ax = plots.plot_crash_matrix(matrix)
+    colour, hatch, _ = plots.BLOCKED_OUTCOME["blocked"]
+    blocked = [p for p in ax.patches if p.get_facecolor() == matplotlib.colors.to_rgba(colour)]
+    assert len(blocked) == (matrix["outcome"] == "blocked").sum() == 3
+    assert all(p.get_hatch() == hatch for p in blocked)
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "blocked"
+    plt.close("all")
