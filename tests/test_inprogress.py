@@ -65,8 +65,8 @@ def test_the_record_ends_completed_with_the_providers_result(engine):
     assert run.card_charges == run.local_rows == 1
 
 
-def test_a_slow_consumer_is_taken_over_and_the_derived_key_charges_the_card_once():
-    run = run_long(InProgressHandler(20.0), consumers=2, step_seconds=SLOW)
+def test_a_slow_consumer_is_taken_over_and_the_derived_key_charges_the_card_once(engine):
+    run = run_long(InProgressHandler(20.0), consumers=2, step_seconds=SLOW, database=records_database(engine))
     assert len(run.result.events(TAKEN_OVER)) >= 1
     assert len(run.result.events("provider answered")) >= 2, "the takeover repeats the call"
     assert run.card_charges == 1 and run.local_rows == 1
