@@ -85,6 +85,14 @@ class PeerSettings:
     payload_validation: bool = False
     raise_on_no_key: bool = False
 
+    def __post_init__(self) -> None:
+        if isinstance(self.expires_after_seconds, bool) or not isinstance(self.expires_after_seconds, int) \
+                or self.expires_after_seconds < 1:
+            raise ValueError("expires_after_seconds must be a whole number of seconds, at least 1 (Redis keeps keys "
+                             f"for whole seconds), not {self.expires_after_seconds!r}")
+        if self.deadline_ms is not None and (not isinstance(self.deadline_ms, int) or self.deadline_ms < 0):
+            raise ValueError(f"deadline_ms must be None (no deadline) or milliseconds left, 0 or more, not {self.deadline_ms!r}")
+
     def config(self) -> IdempotencyConfig:
         """The library's own configuration object for these settings."""
         config = IdempotencyConfig(event_key_jmespath="message_id", expires_after_seconds=self.expires_after_seconds,

@@ -96,3 +96,13 @@ def test_a_run_leaves_no_keys_behind():
     before = set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*"))
     p.run_powertools([Message.charge("m-9c2", 7, 5)], p.PeerSettings())
     assert set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*")) <= before
+
+
+def test_settings_the_library_cannot_honour_are_refused_with_a_reason():
+    p = peers()
+    with pytest.raises(ValueError, match="at least 1"):
+        p.PeerSettings(expires_after_seconds=0)
+    with pytest.raises(ValueError, match="whole number"):
+        p.PeerSettings(expires_after_seconds=0.5)
+    with pytest.raises(ValueError, match="deadline_ms"):
+        p.PeerSettings(deadline_ms=-1)
