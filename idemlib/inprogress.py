@@ -27,7 +27,7 @@ from idemlib.handlers import Context, Handler, ProviderError, ProviderHandler, S
 from idemlib.messages import Message, parse_charge
 from idemlib.provider import PaymentProvider
 from idemlib.sim import RunResult, outcome_of, simulate
-from idemlib.servers import ServerMissing, require_servers
+from idemlib.servers import ready
 from idemlib.stores import DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, postgres_unavailable
 
 IN_PROGRESS, COMPLETED = "in progress", "completed"
@@ -322,23 +322,10 @@ def outcomes_by_engine(handler: InProgressHandler) -> pd.DataFrame:
     to start one (or, where servers are required, the run fails).
     """
     columns = {"DuckDB": inprogress_matrix({"DuckDB": handler}).set_index("fault")["outcome"]}
-    if server_ready(postgres_unavailable(), "Only DuckDB is shown."):
+    if ready(postgres_unavailable(), "Only DuckDB is shown."):
         columns["PostgreSQL"] = inprogress_matrix({"PostgreSQL": handler}, "PostgreSQL").set_index("fault")["outcome"]
     return pd.DataFrame(columns)
 
-
-def server_ready(reason: str | None, otherwise: str) -> bool:
-    """True when ``reason`` (why a server is unreachable) is None.
-
-    Otherwise raise :class:`~idemlib.servers.ServerMissing` where servers are
-    required (CI), or print the reason and ``otherwise`` (what the lesson does instead).
-    """
-    if reason is None:
-        return True
-    if require_servers():
-        raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-    print(f"{reason} {otherwise}")
-    return False
 
 
 def deadline_versus_lease(ratios: Iterable[float] = (0.5, 1.0, 2.0, 10.0), *, lease: float = LEASE_SECONDS,

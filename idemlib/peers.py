@@ -44,8 +44,9 @@ from idemlib.broker import Broker, Delivery
 from idemlib.clock import VirtualClock
 from idemlib.facts import load_facts
 from idemlib.faults import FaultPlan
-from idemlib.inprogress import BACKED_OFF, blocked_leases, outcome_of_effects, server_ready
+from idemlib.inprogress import BACKED_OFF, blocked_leases, outcome_of_effects
 from idemlib.messages import Message
+from idemlib.servers import ready
 from idemlib.stores.cache import redis_unavailable, redis_url
 from idemlib.trace import Trace
 
@@ -320,4 +321,4 @@ def consume_delivery(conn: Connection, event: dict[str, Any], settings: PeerSett
 
 def powertools_ready() -> bool:
     """True when the real Redis answers. When it does not, say why and how to start it, or raise where servers are required."""
-    return server_ready(redis_unavailable(), "The Powertools runs are skipped; the course's own consumers still run.")
+    return ready(redis_unavailable(), "The Powertools runs are skipped; the course's own consumers still run.")
