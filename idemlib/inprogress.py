@@ -315,15 +315,17 @@ def inprogress_matrix(handlers: dict[str, InProgressHandler], engine: str = "Duc
     return pd.DataFrame(rows)
 
 
-def outcomes_by_engine(handler: InProgressHandler) -> pd.DataFrame:
-    """The outcome at each fault point on DuckDB and on the real PostgreSQL, side by side.
+def outcomes_by_engine(matrix: pd.DataFrame, label: str, handlers: dict[str, InProgressHandler]) -> pd.DataFrame:
+    """The outcome at each fault point of the handler ``label``: as measured on DuckDB in ``matrix``, and on PostgreSQL.
 
-    Without a PostgreSQL server the column is left out with a message saying how
-    to start one (or, where servers are required, the run fails).
+    ``matrix`` and ``handlers`` are what :func:`inprogress_matrix` was given and
+    returned. Without a PostgreSQL server the column is left out with a message
+    saying how to start one (or, where servers are required, the run fails).
     """
-    columns = {"DuckDB": inprogress_matrix({"DuckDB": handler}).set_index("fault")["outcome"]}
+    columns = {"DuckDB": matrix[matrix["handler"] == label].set_index("fault")["outcome"]}
     if ready(postgres_unavailable(), "Only DuckDB is shown."):
-        columns["PostgreSQL"] = inprogress_matrix({"PostgreSQL": handler}, "PostgreSQL").set_index("fault")["outcome"]
+        on_postgres = inprogress_matrix({label: handlers[label]}, "PostgreSQL")
+        columns["PostgreSQL"] = on_postgres.set_index("fault")["outcome"]
     return pd.DataFrame(columns)
 
 

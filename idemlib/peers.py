@@ -196,9 +196,12 @@ def run_powertools(messages: Iterable[Message], settings: PeerSettings = PeerSet
                 continue
             run.deliver(delivery)
         charges = [json.loads(raw) for raw in client.lrange(f"{prefix}:charges", 0, -1)]
-        left = {key.decode().removeprefix(prefix): (client.ttl(key), client.get(key)) for key in client.scan_iter(match=f"{prefix}#*")}
+        # Large batches: a shared server may hold many other keys, and SCAN's default batch of 10 would take
+        # a round trip per ten of them.
+        left = {key.decode().removeprefix(prefix): (client.ttl(key), client.get(key))
+                for key in client.scan_iter(match=f"{prefix}#*", count=10_000)}
     finally:
-        for key in client.scan_iter(match=f"{prefix}*"):
+        for key in client.scan_iter(match=f"{prefix}*", count=10_000):
             client.delete(key)
     records = pd.DataFrame([(key, ttl, (value or b"").decode()) for key, (ttl, value) in sorted(left.items())],
                            columns=["key (after the run's prefix)", "seconds to live", "value"])

@@ -7,7 +7,7 @@ import pytest
 from conftest import need_postgres
 from idemlib.faults import Crash, FaultPlan
 from idemlib.inprogress import (BACKED_OFF, CLAIM_LOST, COMPLETED, TAKEN_OVER, InProgressHandler, deadline_versus_lease,
-                                inprogress_matrix, records_database, run_long)
+                                inprogress_matrix, outcomes_by_engine, records_database, run_long)
 
 LEASE = 30.0
 SLOW = {"work": 45.0}  # the long work outlives one lease
@@ -129,3 +129,11 @@ def test_the_crash_matrix_plot_shows_blocked_cells_with_their_own_colour_and_hat
     assert all(p.get_hatch() == hatch for p in blocked)
     assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "blocked"
     plt.close("all")
+
+
+def test_the_lesson_shows_the_same_outcomes_on_duckdb_and_postgresql():
+    need_postgres()
+    handlers = {"deadline 60 s": InProgressHandler(2 * LEASE)}
+    table = outcomes_by_engine(inprogress_matrix(handlers), "deadline 60 s", handlers)
+    assert list(table.columns) == ["DuckDB", "PostgreSQL"]
+    assert table["DuckDB"].tolist() == table["PostgreSQL"].tolist() == list(EXPECTED["deadline, key, row with completion"].values())

@@ -93,9 +93,9 @@ def test_side_by_side_puts_the_library_beside_the_course():
 
 def test_a_run_leaves_no_keys_behind():
     p = peers()
-    before = set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*"))
+    before = set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*", count=10_000))
     p.run_powertools([Message.charge("m-9c2", 7, 5)], p.PeerSettings())
-    assert set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*")) <= before
+    assert set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*", count=10_000)) <= before
 
 
 def test_settings_the_library_cannot_honour_are_refused_with_a_reason():
