@@ -108,9 +108,7 @@ class Broker:
         self._expire_leases()
         while self._ready:
             position = self._ready.popleft()
-            stored = self._stored.get(position)
-            if stored is None:
-                continue  # acked after its lease ran out, before anyone received it again: nothing to deliver
+            stored = self._stored[position]
             if stored.deliveries >= self.max_deliveries:
                 self._dead_letter(position, stored)
                 continue

@@ -118,7 +118,7 @@ def powertools_scenarios(lease: float = 0.2) -> pd.DataFrame:
         ("no key, raise_on_no_idempotency_key off, ack lost", [no_key], PeerSettings(), {"faults": _plan("ack lost", None)}),
         ("no key, raise_on_no_idempotency_key on", [no_key], PeerSettings(raise_on_no_key=True), {}),
         ("duplicate published, both copies held at once", [RUNNING_EXAMPLE, RUNNING_EXAMPLE], PeerSettings(deadline_ms=5000),
-         {"overlap_at": "charge"}),
+         {"overlap_at": "charge", "lease": 1.0}),  # the first copy's lease outlasts the second copy's whole run
     ]
     rows = []
     runs = _in_parallel([((messages, settings), {"lease": lease, **options}) for _, messages, settings, options in scenarios])
