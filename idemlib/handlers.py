@@ -33,6 +33,10 @@ def _no_provider(key: str | None, charge: Charge) -> Response:
     raise RuntimeError("this run has no payment provider: pass provider=PaymentProvider() to simulate()")
 
 
+def _no_clock() -> float:
+    raise RuntimeError("this context has no clock: run the handler through simulate(), which gives it the run's clock")
+
+
 @dataclass
 class Context:
     """What a handler works with for one delivery: its database session, its ack and the provider."""
@@ -42,6 +46,8 @@ class Context:
     ack: Callable[[], None]
     note: Callable[[str], None]
     call_provider: Callable[[str | None, Charge], Response] = _no_provider
+    now: Callable[[], float] = _no_clock
+    """The run's clock, for handlers that keep deadlines (lesson 09's in-progress record)."""
 
     @property
     def message_id(self) -> str:

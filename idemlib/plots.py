@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch, Rectangle
 
 OUTCOME_COLOURS = {"charge lost": "#e0a030", "charged once": "#4c9a5f", "charged twice": "#c8453c"}
+BLOCKED_OUTCOME = {"blocked": ("#3b6fb6", "//", "#8fb0dc")}
+"""Lesson 09's fourth outcome (charged once, but only after deliveries were refused as in progress): its
+colour and, as a second cue, its hatching and the hatching's colour (pale, so the cell's text stays legible).
+Kept apart so other lessons' legends stay as they are."""
 
 EVENT_MARKERS = {
     "delivered": ("v", "#3b6fb6"),
@@ -73,8 +79,9 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
         cells = matrix[matrix["handler"] == name].reset_index(drop=True)
         for column, cell in cells.iterrows():
             y = len(handlers) - 1 - row
-            ax.add_patch(Rectangle((column, y), 0.94, 0.9, color=OUTCOME_COLOURS[cell["outcome"]]))
-            label = str(cell["fault"]).replace("crash before ", "crash before\n")
+            colour, hatch, lines = BLOCKED_OUTCOME.get(cell["outcome"], (OUTCOME_COLOURS.get(cell["outcome"]), None, "white"))
+            ax.add_patch(Rectangle((column, y), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor=lines))
+            label = re.sub(r"^crash (before|after) ", r"crash \1\n", str(cell["fault"]))
             ax.text(column + 0.47, y + 0.45, f"{label}\n${cell['total charged']}", ha="center", va="center",
                     fontsize=8, color="white", fontweight="bold")
     ax.set_xlim(0, width)
@@ -83,8 +90,10 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
     ax.set_xticks([])
     ax.set_xlabel("the one fault injected on the first delivery, in step order (redelivery then runs clean)")
     ax.set_title(title)
-    ax.legend(handles=[Patch(color=c, label=o) for o, c in OUTCOME_COLOURS.items()],
-              loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
+    handles = [Patch(color=c, label=o) for o, c in OUTCOME_COLOURS.items()]
+    handles += [Patch(facecolor=c, hatch=h, edgecolor=lines, label=o)
+                for o, (c, h, lines) in BLOCKED_OUTCOME.items() if o in set(matrix["outcome"])]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(handles), frameon=False)
     for spine in ax.spines.values():
         spine.set_visible(False)
     return ax

@@ -62,10 +62,18 @@ class ServerMissing(RuntimeError):
 def available(server: Server) -> bool:
     """True when ``server`` answers. When it does not, print why and how to start it, or raise
     :class:`ServerMissing` where servers are required, so a lesson can fall back to a model."""
-    reason = server.unavailable()
+    return ready(server.unavailable(), "Using the simulated model for this part instead.")
+
+
+def ready(reason: str | None, otherwise: str) -> bool:
+    """True when ``reason`` (why a server cannot be reached, from any ``..._unavailable()``) is None.
+
+    Otherwise raise :class:`ServerMissing` where servers are required, or print the
+    reason and ``otherwise``, what the lesson does instead.
+    """
     if reason is None:
         return True
     if require_servers():
         raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-    print(f"{reason} Using the simulated model for this part instead.")
+    print(f"{reason} {otherwise}")
     return False

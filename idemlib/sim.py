@@ -178,7 +178,7 @@ def _start(
             raise ResponseLost(f"{delivery.message_id}: no answer from the provider (the call timed out)")
         return response
 
-    context = Context(delivery, worker.session, ack, note)
+    context = Context(delivery, worker.session, ack, note, now=trace.clock.now)
     if provider is not None:
         context.call_provider = call_provider
     worker.delivery = delivery
