@@ -122,3 +122,10 @@ def test_a_message_that_fails_in_a_worker_thread_is_dead_lettered_and_the_run_re
     assert result.expected_total == sum(m.body["amount"] for m in payment_stream(6))
     assert result.total_charged == result.expected_total - payment_stream(6)[2].body["amount"]
     assert result.messages_never_charged == 1
+
+
+@pytest.mark.parametrize("call", [lambda: stress(DuckDBPayments(), payment_stream(2), consumers=0),
+                                  lambda: with_duplicates(payment_stream(2), every=0)])
+def test_impossible_settings_are_refused_saying_what_to_change(call):
+    with pytest.raises(ValueError, match="at least 1"):
+        call()
