@@ -8,6 +8,7 @@ from idemlib.handlers import InboxHandler, NaiveHandler
 from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, interleavings
 from idemlib.messages import BadMessage, Message, payment_stream
 from idemlib.sim import simulate
+from idemlib.stores import SQLitePayments
 
 
 def test_the_story_of_lesson_01_naive_consumer_charges_80_for_one_40_message():
@@ -190,3 +191,21 @@ def test_a_message_whose_id_is_not_text_is_named_in_the_dead_letter_queue():
 def test_the_matrices_refuse_a_message_no_handler_can_read_saying_why():
     with pytest.raises(BadMessage, match="'amount' is missing"):
         interleavings(InboxHandler(), Message("m-1", {"order_id": 1}))
+
+
+class _ConnectionDrops(InboxHandler):
+    """On the first delivery the connection breaks mid-transaction, so even the rollback fails."""
+
+    name = "connection drops"
+
+    def with_the_charge(self, ctx, charge):
+        yield "network"
+        if ctx.delivery.count == 1:
+            ctx.db._cursor.connection.close()
+            raise ConnectionError("server closed the connection unexpectedly")
+
+
+def test_a_broken_connection_is_replaced_and_the_retry_charges_once():
+    result = simulate(_ConnectionDrops(), [RUNNING_EXAMPLE], database=SQLitePayments())
+    assert result.total_charged == 40 and result.dead_letters == []
+    assert "ConnectionError" in result.events("failed")["detail"].iloc[0]
