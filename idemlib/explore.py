@@ -13,7 +13,7 @@ from idemlib.clock import VirtualClock
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import (HANDLERS, BusinessRowHandler, CacheGuardHandler, Handler, IdFirstHandler,
                               InboxHandler)
-from idemlib.messages import Message
+from idemlib.messages import Message, parse_charge
 from idemlib.provider import PaymentProvider, behaviours
 from idemlib.sim import _advance, _Consumer, _start, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
@@ -52,7 +52,7 @@ def store_matrix(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]
     ``setups`` maps a label to a function returning a new (handler, database) pair.
     """
     rows = []
-    amount = message.body["amount"]
+    amount = parse_charge(message).amount  # a message no handler can read is refused here, saying why
     for label, setup in setups.items():
         first = setup()  # its handler lists the fault points, and it serves the first run
         for number, (fault, plan) in enumerate(fault_points(first[0])):
@@ -140,7 +140,7 @@ def interleavings(
     """
     database = database or DuckDBPayments()
     steps = len(handler.steps)
-    amount = message.body["amount"]
+    amount = parse_charge(message).amount  # a message no handler can read is refused here, saying why
     seen: dict[tuple[str, ...], tuple[int, int]] = {}
     for a_turns in itertools.combinations(range(2 * steps), steps):
         schedule = ["A" if turn in a_turns else "B" for turn in range(2 * steps)]

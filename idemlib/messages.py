@@ -149,7 +149,7 @@ def _json_object(message: Message, text: str) -> Any:
         return json.loads(text)
     except ValueError as error:
         raise BadMessage(
-            f"{message.label}: the body is not valid JSON ({_shown.repr(str(error))}). Send a JSON object such as "
+            f"{message.label}: the body is not valid JSON ({error}). Send a JSON object such as "
             '{"order_id": 1042, "amount": 40}.'
         ) from None
 

@@ -1,8 +1,8 @@
 """Real consumer processes killed with SIGKILL between two steps of a handler, on a database file.
 
 The simulator's crash is a model: it rolls the session back and drops the job. Here
-the consumer is a child process of its own, with its own connection to a DuckDB
-file, and the crash is the operating system's ``SIGKILL``: no ``finally`` runs, no
+the consumer is a child process of its own, with its own connection to a DuckDB or
+SQLite file, and the crash is the operating system's ``SIGKILL``: no ``finally`` runs, no
 rollback is sent, the file is left as the dead process left it. What survives is
 what the engine made durable at ``COMMIT``; the next process to open the file
 recovers it from the write-ahead log.
@@ -29,18 +29,20 @@ from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, handler_named
 from idemlib.messages import Message
 from idemlib.sim import RunResult
-from idemlib.stores import DuckDBPayments
+from idemlib.stores import DuckDBPayments, SqlPayments, SQLitePayments
 from idemlib.trace import Trace
 
 CONSUMER = "consumer process"
+ENGINES: dict[str, type[SqlPayments]] = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}
+"""The engines that keep a database in a file a consumer process can open, by name."""
 
 
 class _Child:
     """One consumer process and the two pipes the parent talks to it through."""
 
-    def __init__(self, path: str, handler: str) -> None:
+    def __init__(self, engine: str, path: str, handler: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "idemlib.processes", path, handler],
+            [sys.executable, "-m", "idemlib.processes", engine, path, handler],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
@@ -85,17 +87,23 @@ def kill_between_steps(
     faults: FaultPlan,
     *,
     handler: str = "inbox",
+    engine: str = "DuckDB",
     visibility_timeout: float = 30.0,
     max_deliveries: int = 10,
 ) -> RunResult:
-    """Work ``messages`` with a real consumer process on the DuckDB file at ``path``, killing it as ``faults`` say.
+    """Work ``messages`` with a real consumer process on the database file at ``path``, killing it as ``faults`` say.
 
     Each crash in ``faults`` is a ``SIGKILL`` of the child just before the named
     step of the named delivery. A new child takes over; the message comes back when
     its lease runs out. Returns the run as :func:`~idemlib.sim.simulate` would, with
     the payments read back from the file after the last child has exited. Message
     bodies travel to the child as JSON, so each must be a mapping or JSON text.
+    ``engine`` is one of :data:`ENGINES`; ``handler`` a name from :data:`~idemlib.handlers.HANDLERS`.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {sorted(ENGINES)} (an engine that keeps its database in a file), "
+                         f"not {engine!r}")
+    handler_named(handler)  # an unknown name fails here, with the list of names, not in the child
     messages = list(messages)
     for message in messages:
         try:
@@ -118,14 +126,14 @@ def kill_between_steps(
                 clock.advance_to(expiry)
                 continue
             if child is None:
-                child = _Child(path, handler)
+                child = _Child(engine, path, handler)
                 trace.record(CONSUMER, "started", delivery.message_id, delivery.count, f"pid {child.process.pid}")
             if not _work(child, delivery, broker, faults, trace):
                 child = None
     finally:
         if child is not None:
             child.stop()
-    return RunResult(messages, trace.to_frame(), DuckDBPayments(path).payments(), list(broker.dead_letters), clock.now())
+    return RunResult(messages, trace.to_frame(), ENGINES[engine](path).payments(), list(broker.dead_letters), clock.now())
 
 
 def _work(child: _Child, delivery: Delivery, broker: Broker, faults: FaultPlan, trace: Trace) -> bool:
@@ -156,10 +164,10 @@ def _say(kind: str, detail: str = "") -> None:
     print(kind, detail, flush=True)
 
 
-def _consume(path: str, handler_name: str) -> None:
+def _consume(engine: str, path: str, handler_name: str) -> None:
     """The child's side: read deliveries from stdin, announce every step and wait for ``go`` before doing it."""
     handler = handler_named(handler_name)
-    database = DuckDBPayments(path)
+    database = ENGINES[engine](path)
     for line in sys.stdin:
         sent = json.loads(line)
         message = Message(sent["message_id"], sent["body"])
@@ -180,4 +188,4 @@ def _consume(path: str, handler_name: str) -> None:
 
 
 if __name__ == "__main__":
-    _consume(sys.argv[1], sys.argv[2])
+    _consume(sys.argv[1], sys.argv[2], sys.argv[3])

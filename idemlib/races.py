@@ -144,6 +144,8 @@ def _context(delivery: Delivery, session: PaymentsSession, broker: Broker, notes
 
 def with_duplicates(messages: list[Message], *, every: int = 3) -> list[Message]:
     """The stream with every ``every``-th message published twice in a row, as a retrying producer would."""
+    if every < 1:
+        raise ValueError(f"every must be at least 1 (1 doubles every message), got {every}")
     doubled: list[Message] = []
     for position, message in enumerate(messages):
         doubled.append(message)
@@ -186,6 +188,8 @@ def stress(
     Every write conflict, busy database or lock timeout gives the message back to
     the broker, which delivers it again, so nothing is lost on the way.
     """
+    if consumers < 1:
+        raise ValueError(f"consumers must be at least 1, got {consumers}: somebody has to work the queue")
     handler = handler or InboxHandler()
     clock = VirtualClock()
     broker = Broker(clock, Trace(clock), max_deliveries=max_deliveries)

@@ -112,6 +112,11 @@ def simulate(
     durations = dict(step_seconds or {})
     if consumers < 1:
         raise ValueError(f"consumers must be at least 1, got {consumers}: somebody has to work the queue")
+    if provider is None and "call provider" in handler.steps:
+        # A run set up without what its handler needs fails as a whole, before any
+        # message is dead-lettered for a fault that is not the message's.
+        raise RuntimeError(f"the {handler.name!r} handler calls a payment provider, and this run has none: "
+                           "pass provider=PaymentProvider() to simulate()")
     for step, seconds in durations.items():
         if not 0 <= seconds < float("inf"):
             raise ValueError(f"step_seconds[{step!r}] must be a finite number of seconds, 0 or more, got {seconds}")

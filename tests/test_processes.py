@@ -16,8 +16,9 @@ KILLS = FaultPlan(crashes=[
 ])
 
 
-def test_a_consumer_killed_before_every_step_charges_each_message_exactly_once_after_restarts(tmp_path):
-    result = kill_between_steps(str(tmp_path / "payments.duckdb"), [RUNNING_EXAMPLE, SECOND], KILLS)
+@pytest.mark.parametrize("engine", ["DuckDB", "SQLite"])
+def test_a_consumer_killed_before_every_step_charges_each_message_exactly_once_after_restarts(tmp_path, engine):
+    result = kill_between_steps(str(tmp_path / "payments.db"), [RUNNING_EXAMPLE, SECOND], KILLS, engine=engine)
     assert dict(result.charges_per_message()) == {"m-7f3": 1, "m-8a1": 1}
     assert result.total_charged == result.expected_total == 55
     assert len(result.events("crashed")) == 6
@@ -36,3 +37,11 @@ def test_the_naive_consumer_killed_after_its_commit_charges_twice_for_real(tmp_p
 def test_a_message_that_cannot_travel_to_the_process_is_refused_before_any_process_starts(tmp_path):
     with pytest.raises(ValueError, match="m-bytes.*JSON"):
         kill_between_steps(str(tmp_path / "payments.duckdb"), [Message("m-bytes", b"\x00")], FaultPlan())
+
+
+@pytest.mark.parametrize(("settings", "names"), [({"engine": "PostgreSQL"}, ["DuckDB", "SQLite"]),
+                                                 ({"handler": "fast"}, ["no handler named 'fast'", "inbox"])])
+def test_impossible_settings_are_refused_before_any_process_starts(tmp_path, settings, names):
+    with pytest.raises((ValueError, KeyError)) as refused:
+        kill_between_steps(str(tmp_path / "payments.db"), [RUNNING_EXAMPLE], FaultPlan(), **settings)
+    assert all(name in str(refused.value) for name in names)

@@ -111,14 +111,38 @@ def test_a_message_that_fails_in_a_worker_thread_is_dead_lettered_and_the_run_re
                 ctx.db.charge(2**70, 1, ctx.message_id)  # more than any engine's INTEGER column holds
 
     stream = [*payment_stream(6), Message("m-big", {"order_id": 1042, "amount": 2**31})]
-    finished = []
-    worker = threading.Thread(daemon=True, target=lambda: finished.append(
-        stress(engine, stream, consumers=3, handler=RawCharge(), max_deliveries=3)))
-    worker.start()
-    worker.join(timeout=60)
-    assert finished, "stress() did not return: a worker thread died holding a lease"
-    [result] = finished
+    result = returns_within(60, lambda: stress(engine, stream, consumers=3, handler=RawCharge(), max_deliveries=3))
     assert result.dead_lettered == 2 and result.messages_charged_twice == 0
     assert result.expected_total == sum(m.body["amount"] for m in payment_stream(6))
     assert result.total_charged == result.expected_total - payment_stream(6)[2].body["amount"]
     assert result.messages_never_charged == 1
+
+
+@pytest.mark.parametrize("call", [lambda: stress(DuckDBPayments(), payment_stream(2), consumers=0),
+                                  lambda: with_duplicates(payment_stream(2), every=0)])
+def test_impossible_settings_are_refused_saying_what_to_change(call):
+    with pytest.raises(ValueError, match="at least 1"):
+        call()
+
+
+def test_a_worker_whose_connection_breaks_reconnects_and_every_payment_is_charged_once():
+    class ConnectionDrops(InboxHandler):
+        def with_the_charge(self, ctx, charge):
+            yield "network"
+            if ctx.delivery.count == 1:
+                ctx.db._cursor.connection.close()  # even the rollback will fail on this connection
+                raise ConnectionError("server closed the connection unexpectedly")
+
+    result = returns_within(60, lambda: stress(SQLitePayments(), payment_stream(4), consumers=2, handler=ConnectionDrops()))
+    assert result.messages_charged_twice == result.messages_never_charged == result.dead_lettered == 0
+    assert result.conflicts >= 4
+
+
+def returns_within(seconds, call):
+    """What ``call`` returns, failing the test (instead of hanging it) if it has not returned in time."""
+    finished = []
+    runner = threading.Thread(target=lambda: finished.append(call()), daemon=True)
+    runner.start()
+    runner.join(timeout=seconds)
+    assert finished, "stress() did not return: a worker thread died holding a lease"
+    return finished[0]

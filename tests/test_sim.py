@@ -1,12 +1,14 @@
+import re
+
 import pandas as pd
 import pytest
 
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler, NaiveHandler
-from idemlib.explore import RUNNING_EXAMPLE, fault_sweep
-from idemlib.messages import Message, payment_stream
+from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, interleavings
+from idemlib.messages import BadMessage, Message, payment_stream
 from idemlib.sim import simulate
-from idemlib.stores import DuckDBPayments
+from idemlib.stores import SQLitePayments
 
 
 def test_the_story_of_lesson_01_naive_consumer_charges_80_for_one_40_message():
@@ -113,9 +115,9 @@ HOSTILE = [
 ]
 
 
-def test_messages_the_store_cannot_hold_are_dead_lettered_and_the_good_ones_behind_are_charged():
+def test_messages_the_store_cannot_hold_are_dead_lettered_and_the_good_ones_behind_are_charged(engine):
     good = payment_stream(3)
-    result = simulate(InboxHandler(), [*HOSTILE, *good], max_deliveries=2)
+    result = simulate(InboxHandler(), [*HOSTILE, *good], max_deliveries=2, database=engine)
     assert result.total_charged == result.expected_total == sum(m.body["amount"] for m in good)
     assert [d.message for d in result.dead_letters] == HOSTILE
     assert all(d.deliveries == 2 and d.reason for d in result.dead_letters)
@@ -152,11 +154,12 @@ def test_any_exception_in_a_step_fails_only_that_delivery_which_is_rolled_back_r
     assert len(result.events("rolled back")) >= 3
 
 
-def test_an_error_raised_by_the_engine_itself_is_a_failed_delivery_not_a_crashed_run():
-    database = DuckDBPayments()
+def test_an_error_raised_by_the_engine_itself_is_a_failed_delivery_not_a_crashed_run(engine):
+    database = engine
     result = simulate(_EngineRefuses(), payment_stream(2), max_deliveries=2, database=database)
     assert result.total_charged == 0 and len(result.dead_letters) == 2
-    assert all("Exception" in d.reason for d in result.dead_letters)
+    # each engine names it its own way: out of range (DuckDB, PostgreSQL), too large (SQLite)
+    assert all(re.match(r"\w+: .*(out of range|too large)", d.reason) for d in result.dead_letters)
     # each failed transaction was rolled back: no inbox row is left to block a replay after the fix
     assert database.processed_ids() == []
 
@@ -183,3 +186,26 @@ def test_a_message_whose_id_is_not_text_is_named_in_the_dead_letter_queue():
     assert result.total_charged == 40
     [dead] = result.dead_letters
     assert "must be text" in dead.reason and list(result.charges_per_message().index) == ["7", "m-7f3"]
+
+
+def test_the_matrices_refuse_a_message_no_handler_can_read_saying_why():
+    with pytest.raises(BadMessage, match="'amount' is missing"):
+        interleavings(InboxHandler(), Message("m-1", {"order_id": 1}))
+
+
+class _ConnectionDrops(InboxHandler):
+    """On the first delivery the connection breaks mid-transaction, so even the rollback fails."""
+
+    name = "connection drops"
+
+    def with_the_charge(self, ctx, charge):
+        yield "network"
+        if ctx.delivery.count == 1:
+            ctx.db._cursor.connection.close()
+            raise ConnectionError("server closed the connection unexpectedly")
+
+
+def test_a_broken_connection_is_replaced_and_the_retry_charges_once():
+    result = simulate(_ConnectionDrops(), [RUNNING_EXAMPLE], database=SQLitePayments())
+    assert result.total_charged == 40 and result.dead_letters == []
+    assert "ConnectionError" in result.events("failed")["detail"].iloc[0]
