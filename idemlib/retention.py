@@ -109,13 +109,15 @@ class DatedInbox:
 
 
 def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: float = 15 * 60,
-                   amount: int = 40, message_id: str = "m-7f3", inbox: DatedInbox | None = None) -> pd.DataFrame:
+                   replay_early: float = 5 * 60, amount: int = 40, message_id: str = "m-7f3",
+                   inbox: DatedInbox | None = None) -> pd.DataFrame:
     """Play the worst late duplicate against an inbox pruned every ``prune_every`` seconds, keeping ``retention``.
 
     The model's assumptions: ``message_id`` is handled at time 0; a copy the producer
     retried at the end of its retry horizon waits out the queue's retention, is
-    dead-lettered, and is replayed at the end of the DLQ window, so it arrives five
-    minutes before the horizon has passed. One row per event, with what the inbox did.
+    dead-lettered, and is replayed at the end of the DLQ window, so it arrives
+    ``replay_early`` seconds (five minutes) before the horizon has passed. One row
+    per event, with what the inbox did.
     ``inbox`` (emptied first) saves opening a new database for every run of a sweep.
     """
     if not isinstance(retention, int | float) or retention <= 0:
@@ -124,7 +126,7 @@ def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: fl
         inbox = DatedInbox()
     inbox.reset()
     events = [(0.0, "first delivery", "charged" if inbox.handle(message_id, amount, 0.0) else "skipped")]
-    replay_at = config.horizon() - 5 * 60
+    replay_at = config.horizon() - replay_early
     # Ticks before the retention has passed find nothing old enough to delete; start at the last of them.
     now = max(prune_every, (retention // prune_every) * prune_every)
     while now < replay_at:
