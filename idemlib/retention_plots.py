@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -60,13 +61,17 @@ def plot_retention_sweep(sweep: pd.DataFrame, ax: Axes | None = None) -> Axes:
 
 def plot_prune_latency(results: dict[str, pd.DataFrame]) -> Figure:
     """Each concurrent insert's latency over time, one panel per pruning method, the pruning itself hatched."""
-    figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.3 * len(results)), sharex=True)
+    # One y scale for every panel, so a stall reads as tall as it is next to the others.
+    figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.3 * len(results)), sharex=True, sharey=True)
     for ax, (label, frame), (colour, marker) in zip(axes, results.items(),
                                                     ((BLUE, "o"), (ORANGE, "s"), (VERMILLION, "^"), (PURPLE, "D"))):
         start, end = frame.attrs["window"]
         ax.axvspan(start, end, facecolor="none", edgecolor="grey", hatch="//", label="pruning runs")
         ax.scatter(frame["start"], frame["latency"] * 1000, s=8, color=colour, marker=marker, label="one insert")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 3)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_ylabel("insert (ms)")
         ax.set_title(f"{label}: {frame.attrs['outcome']} in {frame.attrs['pruning seconds'] * 1000:.0f} ms; "
                      f"longest insert {frame['latency'].max() * 1000:.1f} ms", fontsize=9)
