@@ -160,7 +160,8 @@ def table_growth(messages_per_day: int, days: int, retention_days: int | None = 
     Each day adds ``messages_per_day`` IDs (32-character hex, like a UUID without
     dashes). With ``retention_days``, a pruning job then deletes IDs older than that.
     DuckDB's size is its file after a ``CHECKPOINT``; PostgreSQL's is
-    ``pg_total_relation_size`` (table, index and their free space). Sizes are
+    ``pg_total_relation_size`` (table, index and their free space), with the
+    primary key's index (``pg_indexes_size``) that every insert updates. Sizes are
     measured (and the pruning job run) every ``every`` days.
     """
     if messages_per_day < 1 or days < 1 or every < 1 or (retention_days is not None and retention_days < 1):
@@ -185,8 +186,8 @@ def table_growth(messages_per_day: int, days: int, retention_days: int | None = 
             count = duck.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
             row = {"day": day + 1, "rows": count, "DuckDB file (MB)": os.path.getsize(path) / 1e6}
             if pg is not None:
-                row["PostgreSQL (MB)"] = pg.day(day, first, (day + 1) * messages_per_day, messages_per_day,
-                                                retention_days) / 1e6
+                total, index = pg.day(day, first, (day + 1) * messages_per_day, messages_per_day, retention_days)
+                row["PostgreSQL (MB)"], row["PostgreSQL index (MB)"] = total / 1e6, index / 1e6
             rows.append(row)
     finally:
         duck.close()
@@ -205,13 +206,16 @@ class _PostgresGrowth:
         self.connection = self.scratch.connect()
         self.connection.execute(create)
 
-    def day(self, day: int, first: int, end: int, per_day: int, retention_days: int | None) -> int:
+    def day(self, day: int, first: int, end: int, per_day: int, retention_days: int | None) -> tuple[int, int]:
+        """Add the day's IDs (and prune); the bytes of the whole relation and of its index."""
         self.connection.execute("INSERT INTO processed_messages SELECT md5(n::text), n / %s "
                                 "FROM generate_series(%s::int, %s::int) n", (per_day, first, end - 1))
         if retention_days is not None:
             self.connection.execute("DELETE FROM processed_messages WHERE processed_on <= %s", (day - retention_days,))
             self.connection.execute("VACUUM processed_messages")
-        return int(self.connection.execute("SELECT pg_total_relation_size('processed_messages')").fetchone()[0])
+        total, index = self.connection.execute("SELECT pg_total_relation_size('processed_messages'), "
+                                               "pg_indexes_size('processed_messages')").fetchone()
+        return int(total), int(index)
 
     def close(self) -> None:
         self.connection.close()
