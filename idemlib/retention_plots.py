@@ -86,14 +86,18 @@ def plot_prune_latency(results: dict[str, pd.DataFrame]) -> Figure:
 def plot_ttl_reads(reads: pd.DataFrame, ttl_hours: float, ax: Axes | None = None) -> Axes:
     """Markers a plain Scan still returns against those a reader filtering on the expiry attribute gets."""
     ax = ax if ax is not None else plt.subplots(figsize=(7, 3.5))[1]
-    ax.plot(reads.index, reads.iloc[:, 0], drawstyle="steps-post", marker="o", color=ORANGE, label=reads.columns[0])
-    ax.plot(reads.index, reads.iloc[:, 1], drawstyle="steps-post", marker="s", linestyle="--", color=BLUE,
-            label=reads.columns[1])
+    # Big circles under small squares: where both reads return the same count, both markers still show.
+    ax.plot(reads.index, reads.iloc[:, 0], drawstyle="steps-post", marker="o", markersize=9, color=ORANGE,
+            label=reads.columns[0])
+    ax.plot(reads.index, reads.iloc[:, 1], drawstyle="steps-post", marker="s", markersize=4, linestyle="--",
+            color=BLUE, label=reads.columns[1])
     ax.axvline(ttl_hours, color="black", linestyle=":", linewidth=1)
-    ax.text(ttl_hours + 0.5, 5, "time to live ends", fontsize=8)
+    ax.text(ttl_hours + 0.5, 25, "time to live ends", fontsize=8)
+    ax.annotate("the filtered read: 0 from expiry on", xy=(reads.index[-2], 0), xytext=(reads.index[-2], 8),
+                fontsize=8, color=BLUE, ha="right", arrowprops={"arrowstyle": "->", "color": BLUE})
     ax.set_xlabel("hours after the markers were written")
     ax.set_ylabel("markers a read returns")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=-2)
     ax.set_title("Expired is not deleted: filter on the expiry attribute")
     ax.legend()
     ax.grid(alpha=0.3)
