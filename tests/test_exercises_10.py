@@ -45,7 +45,8 @@ BANKS = {
                    "WHERE order_id = $order_id AND status <> 'REFUNDED'",), "arrival orders"),
             Wrong(("UPDATE orders SET status = 'REFUNDED', version = 3 WHERE order_id = $order_id AND $version > 0",),
                   "$status"),
-            Wrong((GUARD_WITH.format("$version = 3"),), "arrival orders"),  # only the newest message of 1042 applies
+            Wrong((GUARD_WITH.format("$version = 3"),), "arrival orders"),
+            Wrong(("  ",), "empty"),  # only the newest message of 1042 applies
         ],
     ),
 }

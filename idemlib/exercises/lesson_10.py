@@ -69,6 +69,8 @@ def check_version_guard(statement: Any) -> Feedback:
         return missing
     if not isinstance(statement, str):
         return hint(f"Write the statement as a string of SQL, not {type(statement).__name__}.")
+    if not statement.strip():
+        return hint("The string is empty: write the UPDATE of orders that one status change runs.")
     if "$version" not in statement:
         return hint("The statement never looks at the message's $version, so it cannot tell old from new.")
     if "$status" not in statement:
