@@ -21,6 +21,7 @@ BANKS = {
             Wrong((174,), "leave out"),  # forgot the dead-letter queue
             Wrong((17.25,), "unit"),  # days given as hours
             Wrong((24 * 30,), "longer"),  # a month: safe, but for nothing
+            Wrong((7 * 24 + 10 * 24 + 6 * 24,), "longer"),  # the producer's 6 hours read as 6 days
             Wrong(("414 hours",), "number"),
             Wrong((float("nan"),), "number"),  # a computation gone wrong used to pass every comparison
             Wrong((414 - 0.1,), "exactly"),  # six minutes short: the last copy can still arrive

@@ -30,7 +30,8 @@ def check_safe_retention(keep_ids_hours: Any) -> Feedback:
     """Lesson 10: how many hours the inbox must keep an ID under :data:`EXERCISE_CONFIG`.
 
     Accepts a number of hours or a ``datetime.timedelta``. A retention below the
-    horizon is played against the worst late duplicate, which it lets through.
+    horizon is played against the worst late duplicate, which it lets through; one more
+    than a day above the horizon is safe but refused as keeping IDs for nothing.
     """
     if (missing := blank(keep_ids_hours, "a number of hours (or a datetime.timedelta)")) is not None:
         return missing
@@ -50,11 +51,12 @@ def check_safe_retention(keep_ids_hours: Any) -> Feedback:
         return hint(f"With {hours:.10g} hours the pruning job deletes m-7f3's ID before the latest copy can arrive: "
                     f"a retried copy replayed from the dead-letter queue charges ${charged} in all. Which of the three "
                     "ways a copy can still arrive did you leave out, and are all three in the same unit?")
-    if hours > 1.5 * horizon:
-        return hint(f"{hours:.10g} hours is safe but keeps every ID far longer than any copy can arrive, so the table "
-                    "grows for nothing. Add up the three parts exactly.")
-    return right(f"{hours:.10g} hours covers the queue, the dead-letter replay and the producer's retries; the late "
-                 "replay finds the ID and is skipped.")
+    if hours > horizon + 24:  # rounding up to whole days is fine; more keeps IDs no copy can still need
+        return hint(f"{hours:.10g} hours is safe but keeps every ID more than a day longer than any copy can "
+                    "arrive, so the table grows for nothing. Add up the three parts exactly: are all three in hours?")
+    margin = f" (with {hours - horizon:.10g} hours to spare)" if hours > horizon else ""
+    return right(f"{hours:.10g} hours covers the queue, the dead-letter replay and the producer's retries{margin}; "
+                 "the late replay finds the ID and is skipped.")
 
 
 def check_version_guard(statement: Any) -> Feedback:
