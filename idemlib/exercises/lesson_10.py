@@ -95,4 +95,4 @@ def check_version_guard(statement: Any) -> Feedback:
     first = wrong.iloc[0]
     return hint(f"{len(wrong)} of {len(explored)} arrival orders end wrong, for example order {first['order']}'s "
                 f"{first['arrival order']} ends {first['final status']} (version {first['final version']}). Does the "
-                "row remember the version it has seen, and which way should the comparison go?")
+                "row remember the version it has seen, and does the update apply exactly the messages newer than it?")
