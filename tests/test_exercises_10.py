@@ -46,9 +46,10 @@ BANKS = {
                    "WHERE order_id = $order_id AND status <> 'REFUNDED'",), "arrival orders"),
             Wrong(("UPDATE orders SET status = 'REFUNDED', version = 3 WHERE order_id = $order_id AND $version > 0",),
                   "$status"),
-            Wrong((GUARD_WITH.format("$version = 3"),), "arrival orders"),
+            Wrong((GUARD_WITH.format("$version = 3"),), "arrival orders"),  # only the newest message of 1042 applies
             Wrong(("  ",), "empty"),
-            Wrong((GUARD_WITH.format("version + 1 = $version"),), "newer"),  # only the next version: a gap drops it  # only the newest message of 1042 applies
+            # Only the very next version applies: a message after a gap is dropped.
+            Wrong((GUARD_WITH.format("version + 1 = $version"),), "newer"),
         ],
     ),
 }
