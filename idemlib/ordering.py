@@ -41,6 +41,11 @@ REFUNDED = StatusChange("m-9c4", 1042, "REFUNDED", 3)
 HISTORY = (PAID, SHIPPED, REFUNDED)
 """Order 1042's history, in the order it happened."""
 
+OTHER_HISTORY = (StatusChange("m-4b2", 2077, "PAID", 1), StatusChange("m-5d6", 2077, "SHIPPED", 2))
+"""Order 2077's history: paid, then shipped. Its newest state is not a refund, and its row sits next to 1042's."""
+
+ORDER_IDS = (1042, 2077)
+
 
 @dataclass(frozen=True)
 class Writer:
@@ -67,7 +72,7 @@ WRITERS = (
 
 
 class OrderTable:
-    """Order rows and an inbox of IDs on an in-memory DuckDB; :meth:`reset` starts order 1042 over as NEW."""
+    """Order rows and an inbox of IDs on an in-memory DuckDB; :meth:`reset` starts orders 1042 and 2077 over as NEW."""
 
     def __init__(self) -> None:
         self.db = duckdb.connect(":memory:", config={"threads": 1})
@@ -77,7 +82,7 @@ class OrderTable:
     def reset(self) -> None:
         self.db.execute("DELETE FROM orders")
         self.db.execute("DELETE FROM processed_messages")
-        self.db.execute("INSERT INTO orders VALUES (1042, 'NEW', 0)")
+        self.db.executemany("INSERT INTO orders VALUES (?, 'NEW', 0)", [[order_id] for order_id in ORDER_IDS])
 
     def apply(self, writer: Writer, change: StatusChange) -> None:
         """Apply one delivery of ``change`` in one transaction: the inbox insert (if any) and the writer's statement."""
@@ -117,10 +122,11 @@ def label(order: tuple[StatusChange, ...]) -> str:
 
 def explore_orderings(writers: Iterable[Writer] = WRITERS, orders: list[tuple[StatusChange, ...]] | None = None
                       ) -> pd.DataFrame:
-    """Run every arrival order through every writer; one row per (writer, order) with the final state.
+    """Run every arrival order through every writer; one row per (writer, arrival order) with the final state.
 
-    The right final state is the newest message's: status and version of the
-    highest version delivered.
+    Each arrival order carries the messages of one order. The right final state is
+    the newest message's status, with every other order's row left as it was
+    (``NEW``, version 0): a statement that forgets its ``WHERE order_id`` changes them.
     """
     orders = arrival_orders() if orders is None else orders
     table = OrderTable()
@@ -131,9 +137,12 @@ def explore_orderings(writers: Iterable[Writer] = WRITERS, orders: list[tuple[St
             for change in order:
                 table.apply(writer, change)
             newest = max(order, key=lambda change: change.version)
-            status, version = table.state()
-            rows.append((writer.name, label(order), status, version, status == newest.status))
-    return pd.DataFrame(rows, columns=["writer", "arrival order", "final status", "final version", "right"])
+            status, version = table.state(newest.order_id)
+            others = all(table.state(other) == ("NEW", 0) for other in ORDER_IDS if other != newest.order_id)
+            rows.append((writer.name, newest.order_id, label(order), status, version, others,
+                         status == newest.status and others))
+    return pd.DataFrame(rows, columns=["writer", "order", "arrival order", "final status", "final version",
+                                       "other order untouched", "right"])
 
 
 def ordering_counts(explored: pd.DataFrame) -> pd.DataFrame:

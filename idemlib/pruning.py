@@ -59,8 +59,9 @@ PLAIN_TABLE = """CREATE TABLE inbox_plain (
     sent_on    DATE    NOT NULL)"""
 PLAIN_INDEX = "CREATE INDEX inbox_plain_sent_on ON inbox_plain (sent_on)"
 # A unique key on a partitioned table must include the partition key, so the table is
-# partitioned by the day the producer sent the message: a field every copy carries
-# unchanged, so a duplicate lands in the same partition and meets the original's key.
+# partitioned by the day the message was created: a field the producer writes once and
+# every copy (retries and replays included) carries unchanged, so a duplicate lands in
+# the same partition and meets the original's key.
 PARTITIONED_TABLE = """CREATE TABLE inbox_daily (
     message_id VARCHAR NOT NULL,
     sent_on    DATE    NOT NULL,

@@ -109,13 +109,15 @@ class DatedInbox:
 
 
 def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: float = 15 * 60,
-                   amount: int = 40, message_id: str = "m-7f3", inbox: DatedInbox | None = None) -> pd.DataFrame:
+                   replay_early: float = 5 * 60, amount: int = 40, message_id: str = "m-7f3",
+                   inbox: DatedInbox | None = None) -> pd.DataFrame:
     """Play the worst late duplicate against an inbox pruned every ``prune_every`` seconds, keeping ``retention``.
 
     The model's assumptions: ``message_id`` is handled at time 0; a copy the producer
     retried at the end of its retry horizon waits out the queue's retention, is
-    dead-lettered, and is replayed at the end of the DLQ window, so it arrives five
-    minutes before the horizon has passed. One row per event, with what the inbox did.
+    dead-lettered, and is replayed at the end of the DLQ window, so it arrives
+    ``replay_early`` seconds (five minutes) before the horizon has passed. One row
+    per event, with what the inbox did.
     ``inbox`` (emptied first) saves opening a new database for every run of a sweep.
     """
     if not isinstance(retention, int | float) or retention <= 0:
@@ -124,7 +126,7 @@ def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: fl
         inbox = DatedInbox()
     inbox.reset()
     events = [(0.0, "first delivery", "charged" if inbox.handle(message_id, amount, 0.0) else "skipped")]
-    replay_at = config.horizon() - 5 * 60
+    replay_at = config.horizon() - replay_early
     # Ticks before the retention has passed find nothing old enough to delete; start at the last of them.
     now = max(prune_every, (retention // prune_every) * prune_every)
     while now < replay_at:
@@ -158,7 +160,8 @@ def table_growth(messages_per_day: int, days: int, retention_days: int | None = 
     Each day adds ``messages_per_day`` IDs (32-character hex, like a UUID without
     dashes). With ``retention_days``, a pruning job then deletes IDs older than that.
     DuckDB's size is its file after a ``CHECKPOINT``; PostgreSQL's is
-    ``pg_total_relation_size`` (table, index and their free space). Sizes are
+    ``pg_total_relation_size`` (table, index and their free space), with the
+    primary key's index (``pg_indexes_size``) that every insert updates. Sizes are
     measured (and the pruning job run) every ``every`` days.
     """
     if messages_per_day < 1 or days < 1 or every < 1 or (retention_days is not None and retention_days < 1):
@@ -183,8 +186,8 @@ def table_growth(messages_per_day: int, days: int, retention_days: int | None = 
             count = duck.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
             row = {"day": day + 1, "rows": count, "DuckDB file (MB)": os.path.getsize(path) / 1e6}
             if pg is not None:
-                row["PostgreSQL (MB)"] = pg.day(day, first, (day + 1) * messages_per_day, messages_per_day,
-                                                retention_days) / 1e6
+                total, index = pg.day(day, first, (day + 1) * messages_per_day, messages_per_day, retention_days)
+                row["PostgreSQL (MB)"], row["PostgreSQL index (MB)"] = total / 1e6, index / 1e6
             rows.append(row)
     finally:
         duck.close()
@@ -203,13 +206,16 @@ class _PostgresGrowth:
         self.connection = self.scratch.connect()
         self.connection.execute(create)
 
-    def day(self, day: int, first: int, end: int, per_day: int, retention_days: int | None) -> int:
+    def day(self, day: int, first: int, end: int, per_day: int, retention_days: int | None) -> tuple[int, int]:
+        """Add the day's IDs (and prune); the bytes of the whole relation and of its index."""
         self.connection.execute("INSERT INTO processed_messages SELECT md5(n::text), n / %s "
                                 "FROM generate_series(%s::int, %s::int) n", (per_day, first, end - 1))
         if retention_days is not None:
             self.connection.execute("DELETE FROM processed_messages WHERE processed_on <= %s", (day - retention_days,))
             self.connection.execute("VACUUM processed_messages")
-        return int(self.connection.execute("SELECT pg_total_relation_size('processed_messages')").fetchone()[0])
+        total, index = self.connection.execute("SELECT pg_total_relation_size('processed_messages'), "
+                                               "pg_indexes_size('processed_messages')").fetchone()
+        return int(total), int(index)
 
     def close(self) -> None:
         self.connection.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -60,13 +61,17 @@ def plot_retention_sweep(sweep: pd.DataFrame, ax: Axes | None = None) -> Axes:
 
 def plot_prune_latency(results: dict[str, pd.DataFrame]) -> Figure:
     """Each concurrent insert's latency over time, one panel per pruning method, the pruning itself hatched."""
-    figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.3 * len(results)), sharex=True)
+    # One y scale for every panel, so a stall reads as tall as it is next to the others.
+    figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.3 * len(results)), sharex=True, sharey=True)
     for ax, (label, frame), (colour, marker) in zip(axes, results.items(),
                                                     ((BLUE, "o"), (ORANGE, "s"), (VERMILLION, "^"), (PURPLE, "D"))):
         start, end = frame.attrs["window"]
         ax.axvspan(start, end, facecolor="none", edgecolor="grey", hatch="//", label="pruning runs")
         ax.scatter(frame["start"], frame["latency"] * 1000, s=8, color=colour, marker=marker, label="one insert")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 3)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_ylabel("insert (ms)")
         ax.set_title(f"{label}: {frame.attrs['outcome']} in {frame.attrs['pruning seconds'] * 1000:.0f} ms; "
                      f"longest insert {frame['latency'].max() * 1000:.1f} ms", fontsize=9)
@@ -81,14 +86,18 @@ def plot_prune_latency(results: dict[str, pd.DataFrame]) -> Figure:
 def plot_ttl_reads(reads: pd.DataFrame, ttl_hours: float, ax: Axes | None = None) -> Axes:
     """Markers a plain Scan still returns against those a reader filtering on the expiry attribute gets."""
     ax = ax if ax is not None else plt.subplots(figsize=(7, 3.5))[1]
-    ax.plot(reads.index, reads.iloc[:, 0], drawstyle="steps-post", marker="o", color=ORANGE, label=reads.columns[0])
-    ax.plot(reads.index, reads.iloc[:, 1], drawstyle="steps-post", marker="s", linestyle="--", color=BLUE,
-            label=reads.columns[1])
+    # Big circles under small squares: where both reads return the same count, both markers still show.
+    ax.plot(reads.index, reads.iloc[:, 0], drawstyle="steps-post", marker="o", markersize=9, color=ORANGE,
+            label=reads.columns[0])
+    ax.plot(reads.index, reads.iloc[:, 1], drawstyle="steps-post", marker="s", markersize=4, linestyle="--",
+            color=BLUE, label=reads.columns[1])
     ax.axvline(ttl_hours, color="black", linestyle=":", linewidth=1)
-    ax.text(ttl_hours + 0.5, 5, "time to live ends", fontsize=8)
+    ax.text(ttl_hours + 0.5, 25, "time to live ends", fontsize=8)
+    ax.annotate("the filtered read: 0 from expiry on", xy=(reads.index[-2], 0), xytext=(reads.index[-2], 8),
+                fontsize=8, color=BLUE, ha="right", arrowprops={"arrowstyle": "->", "color": BLUE})
     ax.set_xlabel("hours after the markers were written")
     ax.set_ylabel("markers a read returns")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=-2)
     ax.set_title("Expired is not deleted: filter on the expiry attribute")
     ax.legend()
     ax.grid(alpha=0.3)

@@ -51,6 +51,18 @@ def test_the_table_grows_with_traffic_and_pruning_bounds_it():
     assert list(bounded["rows"])[-3:] == [1000, 1000, 1000]  # two days of IDs, no more
 
 
+def test_on_real_postgresql_every_id_also_grows_the_key_index_and_pruning_stops_both():
+    need_postgres()
+    from idemlib.stores.postgres_store import postgres_url
+
+    grown = table_growth(2_000, 4, postgres_url=postgres_url())
+    index, total = list(grown["PostgreSQL index (MB)"]), list(grown["PostgreSQL (MB)"])
+    assert index == sorted(index) and index[-1] > 2 * index[0]  # the index grows with the rows
+    assert all(0 < i < t for i, t in zip(index, total))  # and is part of the relation's size
+    bounded = table_growth(2_000, 6, retention_days=1, postgres_url=postgres_url())
+    assert bounded["PostgreSQL (MB)"].iloc[-1] < grown["PostgreSQL (MB)"].iloc[-1]  # 6 days pruned < 4 kept
+
+
 def test_duckdb_delete_keeps_the_rows_out_and_the_file_at_least_as_big():
     steps = duckdb_delete_behaviour(20_000)
     assert list(steps["rows"]) == [20_000, 10_000, 10_000, 12_000]
