@@ -53,6 +53,16 @@ def run(coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
     return asyncio.run_coroutine_threadsafe(coroutine, _loop).result(timeout)
 
 
+def server_version() -> str:
+    """The NATS server's version, as it announces it to every client that connects (e.g. NATS 2.9.10)."""
+    async def ask() -> str:
+        connection = await nats.connect(NATS.url(), connect_timeout=2, max_reconnect_attempts=0)
+        version = connection.connected_server_version
+        await connection.close()
+        return f"NATS {version.major}.{version.minor}.{version.patch}"
+    return run(ask())
+
+
 @dataclass(frozen=True)
 class Stored:
     """What JetStream answered to one publish: the stream sequence, and whether it was a duplicate."""
