@@ -190,3 +190,19 @@ def test_jetstream_streams_are_deleted_when_the_channel_closes():
 
     with pytest.raises(nats.js.errors.NotFoundError):
         run(look())
+
+
+def test_rabbitmq_queues_are_deleted_even_after_an_error_closed_the_channel():
+    need(RABBITMQ)
+    import pika.exceptions
+
+    from idemlib.brokers.rabbitmq import RabbitChannel, _connect
+
+    with RabbitChannel() as channel:
+        name = channel.queue
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker):
+            channel._channel.queue_declare(f"{name}-missing", passive=True)  # the broker closes the channel
+    connection = _connect()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker, match="NOT_FOUND"):
+        connection.channel().queue_declare(name, passive=True)
+    connection.close()

@@ -92,9 +92,15 @@ class JetStreamChannel:
         self._js = self._nc.jetstream()
         await self._js.add_stream(StreamConfig(name=self.stream, subjects=[self.subject],
                                                duplicate_window=self.duplicate_window))
-        self._sub = await self._js.pull_subscribe(
-            self.subject, durable="payments", stream=self.stream,
-            config=ConsumerConfig(ack_wait=self.ack_wait, max_deliver=max_deliver))
+        try:
+            self._sub = await self._js.pull_subscribe(
+                self.subject, durable="payments", stream=self.stream,
+                config=ConsumerConfig(ack_wait=self.ack_wait, max_deliver=max_deliver))
+        except BaseException:
+            # No channel comes back to close, so the stream it just created must not outlive the error.
+            await self._js.delete_stream(self.stream)
+            await self._nc.close()
+            raise
 
     def __enter__(self) -> JetStreamChannel:
         return self

@@ -91,8 +91,10 @@ class RabbitChannel:
         """Delete both queues and close every connection this channel opened."""
         self._drop_consumer()
         if self._admin.is_open:
-            self._channel.queue_delete(self.queue)
-            self._channel.queue_delete(self.dead_letter_queue)
+            # A failed operation closes the channel, not the connection: delete the queues on a fresh one.
+            channel = self._channel if self._channel.is_open else self._admin.channel()
+            channel.queue_delete(self.queue)
+            channel.queue_delete(self.dead_letter_queue)
             self._admin.close()
 
     def _consumer_ch(self) -> BlockingChannel:
