@@ -16,7 +16,7 @@ BANKS = {
         right=[(set(REACH),), (list(reversed(REACH)),), (tuple(f" {s}" for s in REACH),),
                ({s.capitalize() for s in REACH},), ((s.replace(" ", "  ") for s in REACH),)],
         wrong=[
-            Wrong(([*REACH, "relay republish with a new ID"],), "ID the sender gives"),
+            Wrong(([*REACH, "relay republish with a new ID"],), "no deduplication ID sent"),
             Wrong((REACH[1:],), "left out"),
             Wrong(([*REACH, "producer retry inside the window"],), "stopped by the broker"),
             Wrong((["the lease"],), "source names"),

@@ -200,6 +200,7 @@ SQS_FIFO = BrokerModel(
 SQS_FIFO_CONTENT = replace(
     SQS_FIFO, name="SQS FIFO, content-based", key_rule="message body",
     assumptions=("content-based deduplication: the key is a SHA-256 hash of the body",
+                 "the producer sends no MessageDeduplicationId (SQS would use one it sends instead of the hash)",
                  "one message group, so ordering never holds a message back"),
 )
 SERVICE_BUS = BrokerModel(

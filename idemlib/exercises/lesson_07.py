@@ -49,8 +49,8 @@ def check_content_based(answer: Any) -> Feedback:
                      "everything after the window, and everything on the way out, still reaches the consumer.")
     hints = []
     if "relay republish with a new ID" in chosen:
-        hints.append("Content-based deduplication ignores the ID the sender gives: what is the key, and does the "
-                     "relay's second send have the same one, within the interval?")
+        hints.append("With content-based deduplication and no deduplication ID sent, SQS computes the key from the "
+                     "message: from which part, and does the relay's second send get the same key within the interval?")
     elif chosen - reached:
         hints.append("Some sources you listed are stopped by the broker: which sends repeat the same body inside "
                      "the interval?")
