@@ -37,7 +37,7 @@ def _sources(answer: Any) -> set[str] | None:
 
 def check_content_based(answer: Any) -> Feedback:
     """Lesson 07: which duplicate sources reach the consumer on SQS FIFO with content-based deduplication."""
-    if (missing := blank(answer, "a set of source names from SOURCES")) is not None:
+    if (missing := blank(answer, "a set of source names, as the table's rows spell them")) is not None:
         return missing
     chosen = _sources(answer)
     if chosen is None:
