@@ -208,7 +208,8 @@ SERVICE_BUS = BrokerModel(
     limits=f"a window of {fact('asb_dup_detection_default')} by default, {fact('asb_dup_detection_min')} to "
            f"{fact('asb_dup_detection_max')}; no duplicate detection on the Basic tier; "
            "a peek-lock message whose lock expires is delivered again",
-    assumptions=("duplicate detection is on (Standard or Premium tier), keyed on MessageId = the event ID",),
+    assumptions=("duplicate detection is on (Standard or Premium tier), keyed on MessageId = the event ID",
+                 "the window runs from the send the queue stored; a repeat it drops does not restart it"),
     window_source="asb_dup_detection_default",
 )
 PUBSUB = BrokerModel(
