@@ -16,6 +16,7 @@ from idemlib.brokers.models import (
     BrokerModel,
     asb_window,
     kafka_transaction_effects,
+    pubsub_delivery,
 )
 from idemlib.facts import fact_seconds
 from idemlib.messages import Message
@@ -143,3 +144,12 @@ def test_a_model_dead_letters_a_poison_message_after_its_limit_and_replays_it_on
     assert channel.receive() is None  # the one delivery allowed is spent: dead-lettered
     assert channel.replay_dead_letters() == 1 and channel.replay_dead_letters() == 0
     assert channel.receive().message == M7F3
+
+
+def test_pubsub_exactly_once_holds_for_pull_subscriptions_in_one_region_only():
+    assert pubsub_delivery("pull", 1).startswith("exactly-once delivery")
+    assert pubsub_delivery("pull", 2).startswith("at-least-once only")
+    assert pubsub_delivery("push", 1).startswith("no exactly-once delivery")
+    for subscription, regions in (("streaming", 1), ("pull", 0), ("pull", True)):
+        with pytest.raises(ValueError, match="subscription|regions"):
+            pubsub_delivery(subscription, regions)

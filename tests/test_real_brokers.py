@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from idemlib.messages import Message
@@ -157,3 +159,50 @@ def test_a_consumer_timeout_too_long_to_wait_for_fails_in_ci_and_is_stood_in_for
     held = rabbit.receive()
     rabbit.outlive_lease(held)  # closes the channel itself, as the timeout would
     assert rabbit.receive().redelivered and rabbit.last_lease_seconds is None
+
+
+def test_each_real_server_names_its_version_the_lesson_states_its_measurements_under():
+    from idemlib.brokers.compare import jetstream, rabbitmq, which
+
+    need(RABBITMQ)
+    need(NATS)
+    assert re.fullmatch(r"the real server at amqp://\S+, RabbitMQ \d+\.\d+\.\d+", which(rabbitmq()))
+    assert re.fullmatch(r"the real server at nats://\S+, NATS \d+\.\d+\.\d+", which(jetstream()))
+
+
+def test_jetstream_streams_are_deleted_when_the_channel_closes():
+    need(NATS)
+    import nats
+    import nats.js.errors
+
+    from idemlib.brokers.jetstream import JetStreamChannel, run
+
+    with JetStreamChannel() as channel:
+        channel.publish(M7F3, "m-7f3")
+        name = channel.stream
+
+    async def look() -> None:
+        connection = await nats.connect(NATS.url())
+        try:
+            await connection.jetstream().stream_info(name)
+        finally:
+            await connection.close()
+
+    with pytest.raises(nats.js.errors.NotFoundError):
+        run(look())
+
+
+def test_rabbitmq_queues_are_deleted_even_after_an_error_closed_the_channel():
+    need(RABBITMQ)
+    import pika.exceptions
+
+    from idemlib.brokers.rabbitmq import RabbitChannel, _connect
+
+    with RabbitChannel() as channel:
+        name = channel.queue
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker):
+            channel._channel.queue_declare(f"{name}-missing", passive=True)  # the broker closes the channel
+    connection = _connect()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker, match="NOT_FOUND"):
+        connection.channel().queue_declare(name, passive=True)
+    connection.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache, partial
+from importlib import import_module
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -60,9 +61,14 @@ def jetstream() -> ChannelFactory:
 
 
 def which(factory: ChannelFactory) -> str:
-    """Whether ``factory`` opens channels on a real server or on a model, in words."""
-    real = {"RabbitChannel": RABBITMQ, "JetStreamChannel": NATS}.get(getattr(getattr(factory, "func", factory), "__name__", ""))
-    return f"the real server at {real.url()}" if real else "its model (no server running)"
+    """Whether ``factory`` opens channels on a real server (where, and which version) or on a model, in words."""
+    name = getattr(getattr(factory, "func", factory), "__name__", "")
+    real = {"RabbitChannel": (RABBITMQ, "rabbitmq"), "JetStreamChannel": (NATS, "jetstream")}.get(name)
+    if real is None:
+        return "its model (no server running)"
+    server, adapter = real
+    # The version is the condition every measurement in the lesson is stated under.
+    return f"the real server at {server.url()}, {import_module(f'idemlib.brokers.{adapter}').server_version()}"
 
 
 def compare_brokers(message: Message, factories: list[ChannelFactory] | None = None) -> list[pd.DataFrame]:

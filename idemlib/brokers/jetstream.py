@@ -53,6 +53,16 @@ def run(coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
     return asyncio.run_coroutine_threadsafe(coroutine, _loop).result(timeout)
 
 
+def server_version() -> str:
+    """The NATS server's version, as it announces it to every client that connects (e.g. NATS 2.9.10)."""
+    async def ask() -> str:
+        connection = await nats.connect(NATS.url(), connect_timeout=2, max_reconnect_attempts=0)
+        version = connection.connected_server_version
+        await connection.close()
+        return f"NATS {version.major}.{version.minor}.{version.patch}"
+    return run(ask())
+
+
 @dataclass(frozen=True)
 class Stored:
     """What JetStream answered to one publish: the stream sequence, and whether it was a duplicate."""
@@ -82,9 +92,15 @@ class JetStreamChannel:
         self._js = self._nc.jetstream()
         await self._js.add_stream(StreamConfig(name=self.stream, subjects=[self.subject],
                                                duplicate_window=self.duplicate_window))
-        self._sub = await self._js.pull_subscribe(
-            self.subject, durable="payments", stream=self.stream,
-            config=ConsumerConfig(ack_wait=self.ack_wait, max_deliver=max_deliver))
+        try:
+            self._sub = await self._js.pull_subscribe(
+                self.subject, durable="payments", stream=self.stream,
+                config=ConsumerConfig(ack_wait=self.ack_wait, max_deliver=max_deliver))
+        except BaseException:
+            # No channel comes back to close, so the stream it just created must not outlive the error.
+            await self._js.delete_stream(self.stream)
+            await self._nc.close()
+            raise
 
     def __enter__(self) -> JetStreamChannel:
         return self

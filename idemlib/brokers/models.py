@@ -171,6 +171,24 @@ def asb_window(seconds: float | None = None, *, tier: str = "Standard") -> float
     return seconds
 
 
+def pubsub_delivery(subscription: str = "pull", regions: int = 1) -> str:
+    """What Google Cloud Pub/Sub promises a subscription with exactly-once delivery turned on, in words.
+
+    Exactly-once delivery exists for pull subscriptions only, and holds only while every
+    subscriber connects to the service in one region; anywhere else the subscription is
+    at-least-once, like every other queue in this lesson.
+    """
+    if subscription not in ("pull", "push"):
+        raise ValueError(f"a Pub/Sub subscription is 'pull' or 'push', not {subscription!r}")
+    if isinstance(regions, bool) or not isinstance(regions, int) or regions < 1:
+        raise ValueError(f"regions counts where the subscribers connect: 1 or more, not {regions!r}")
+    if subscription == "push":
+        return "no exactly-once delivery: the feature is for pull subscriptions only"
+    if regions > 1:
+        return f"at-least-once only: subscribers connect in {regions} regions, and the guarantee holds in one"
+    return "exactly-once delivery: no redelivery after a successful ack, none while the ack deadline runs"
+
+
 SQS_FIFO = BrokerModel(
     "SQS FIFO", "deduplication ID", fact_seconds("sqs_fifo_dedup_interval"), "visibility timeout",
     limits=f"only within the {fact('sqs_fifo_dedup_interval')} deduplication interval, and only on the way in; "
@@ -182,6 +200,7 @@ SQS_FIFO = BrokerModel(
 SQS_FIFO_CONTENT = replace(
     SQS_FIFO, name="SQS FIFO, content-based", key_rule="message body",
     assumptions=("content-based deduplication: the key is a SHA-256 hash of the body",
+                 "the producer sends no MessageDeduplicationId (SQS would use one it sends instead of the hash)",
                  "one message group, so ordering never holds a message back"),
 )
 SERVICE_BUS = BrokerModel(
@@ -189,7 +208,8 @@ SERVICE_BUS = BrokerModel(
     limits=f"a window of {fact('asb_dup_detection_default')} by default, {fact('asb_dup_detection_min')} to "
            f"{fact('asb_dup_detection_max')}; no duplicate detection on the Basic tier; "
            "a peek-lock message whose lock expires is delivered again",
-    assumptions=("duplicate detection is on (Standard or Premium tier), keyed on MessageId = the event ID",),
+    assumptions=("duplicate detection is on (Standard or Premium tier), keyed on MessageId = the event ID",
+                 "the window runs from the send the queue stored; a repeat it drops does not restart it"),
     window_source="asb_dup_detection_default",
 )
 PUBSUB = BrokerModel(

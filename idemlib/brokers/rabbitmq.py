@@ -50,6 +50,17 @@ def _connect() -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.URLParameters(RABBITMQ.url()))
 
 
+def server_version() -> str:
+    """The server's product and version, as it announces them to every client that connects (e.g. RabbitMQ 3.10.8)."""
+    connection = _connect()
+    try:
+        # pika keeps the broker's connection.start properties on the connection's implementation only.
+        properties = connection._impl.server_properties
+    finally:
+        connection.close()
+    return f"{properties.get('product', 'RabbitMQ')} {properties.get('version', '(version not announced)')}"
+
+
 class RabbitChannel:
     """A quorum queue on the real server, driven through the course's channel verbs."""
 
@@ -80,8 +91,10 @@ class RabbitChannel:
         """Delete both queues and close every connection this channel opened."""
         self._drop_consumer()
         if self._admin.is_open:
-            self._channel.queue_delete(self.queue)
-            self._channel.queue_delete(self.dead_letter_queue)
+            # A failed operation closes the channel, not the connection: delete the queues on a fresh one.
+            channel = self._channel if self._channel.is_open else self._admin.channel()
+            channel.queue_delete(self.queue)
+            channel.queue_delete(self.dead_letter_queue)
             self._admin.close()
 
     def _consumer_ch(self) -> BlockingChannel:

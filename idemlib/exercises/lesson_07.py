@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 from dataclasses import replace
+from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from idemlib.brokers.models import SERVICE_BUS, SQS_FIFO_CONTENT, asb_window
@@ -17,17 +20,25 @@ RETRY_SCHEDULE = (30, 60, 120, 240, 480, 960)
 """Seconds after its first send at which the exercise's producer publishes the same MessageId again."""
 
 
+def _name(item: Any) -> str:
+    # "Dead-letter replay" or "dead-letter  replay" name the same source as the table's row.
+    return " ".join(str(item).split()).lower()
+
+
 def _sources(answer: Any) -> set[str] | None:
     if isinstance(answer, str) or not isinstance(answer, Iterable):
         return None
-    chosen = {str(item).strip() for item in answer}
-    return chosen if chosen <= set(SOURCES) else None
+    names = {_name(source): source for source in SOURCES}
+    try:
+        return {names[_name(item)] for item in answer}
+    except KeyError:
+        return None
 
 
 @exercise
 def check_content_based(answer: Any) -> Feedback:
     """Lesson 07: which duplicate sources reach the consumer on SQS FIFO with content-based deduplication."""
-    if (missing := blank(answer, "a set of source names from SOURCES")) is not None:
+    if (missing := blank(answer, "a set of source names, as the table's rows spell them")) is not None:
         return missing
     chosen = _sources(answer)
     if chosen is None:
@@ -37,13 +48,17 @@ def check_content_based(answer: Any) -> Feedback:
     if chosen == reached:
         return right("the body is the key, so the relay's copy with its new ID is caught inside the five minutes; "
                      "everything after the window, and everything on the way out, still reaches the consumer.")
+    hints = []
     if "relay republish with a new ID" in chosen:
-        return hint("Content-based deduplication ignores the ID the sender gives: what is the key, and does the "
-                    "relay's second send have the same one, within the interval?")
+        hints.append("With content-based deduplication and no deduplication ID sent, SQS computes the key from the "
+                     "message: from which part, and does the relay's second send get the same key within the interval?")
+    elif chosen - reached:
+        hints.append("Some sources you listed are stopped by the broker: which sends repeat the same body inside "
+                     "the interval?")
     if reached - chosen:
-        return hint("Some sources you left out get through: the window only works on the way in, and only for a while. "
-                    "What happens to a message the broker already delivered?")
-    return hint("Some sources you listed are stopped by the broker: which sends repeat the same body inside the interval?")
+        hints.append("Some sources you left out get through: the window only works on the way in, and only for a "
+                     "while. What happens to a message the broker already delivered?")
+    return hint(" ".join(hints))
 
 
 @exercise
@@ -51,7 +66,9 @@ def check_detection_window(seconds: Any) -> Feedback:
     """Lesson 07: a Service Bus duplicate-detection window that drops every retry of :data:`RETRY_SCHEDULE`."""
     if (missing := blank(seconds, "a window in seconds")) is not None:
         return missing
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+    if isinstance(seconds, timedelta):
+        seconds = seconds.total_seconds()
+    if isinstance(seconds, bool) or not isinstance(seconds, (numbers.Real, Decimal)):
         return hint("Give the window as a number of seconds, such as 120.")
     try:
         window = asb_window(float(seconds))
