@@ -5,9 +5,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from idemlib.stores import DuckDBPayments, PostgresPayments, SQLitePayments, postgres_unavailable, require_servers
+from idemlib.stores import (
+    DuckDBPayments,
+    PostgresPayments,
+    SQLitePayments,
+    postgres_unavailable,
+    require_servers,
+)
 
 
 def need_postgres() -> None:
@@ -46,6 +53,31 @@ def executed_lesson():
         if path not in _executed:
             _executed[path] = execute(path)
         return _executed[path]
+
+    return run
+
+
+_students: dict = {}
+
+
+@pytest.fixture(scope="session")
+def executed_student_copy(tmp_path_factory):
+    """A lesson's student copy (solutions blanked), executed once per test session in a fresh kernel.
+
+    The determinism test compares it with the lesson's own run; the publishing test reads its checks.
+    """
+    from nbclient import NotebookClient
+
+    from idemlib.publish import build_student
+
+    def run(path):
+        if path not in _students:
+            [written] = build_student(tmp_path_factory.mktemp("student"), [path])
+            notebook = nbformat.read(written, as_version=4)
+            NotebookClient(notebook, timeout=180, kernel_name="python3",
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+            _students[path] = notebook
+        return _students[path]
 
     return run
 

@@ -6,11 +6,16 @@ import re
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
-
-from idemlib.publish import STUB_NOTE, answer_names, build_student, lesson_paths, render_site, student_copy, title_of
-
 from test_notebooks import verdicts
+
+from idemlib.publish import (
+    STUB_NOTE,
+    answer_names,
+    lesson_paths,
+    render_site,
+    student_copy,
+    title_of,
+)
 
 LESSONS = lesson_paths()
 
@@ -105,12 +110,8 @@ def test_a_solution_that_assigns_nothing_its_check_reads_is_refused():
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
-def test_in_a_student_copy_every_check_says_not_answered_yet(tmp_path, path):
-    [written] = build_student(tmp_path, [path])
-    notebook = nbformat.read(written, as_version=4)
-    NotebookClient(notebook, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    found = verdicts(notebook)
+def test_in_a_student_copy_every_check_says_not_answered_yet(path, executed_student_copy):
+    found = verdicts(executed_student_copy(path))
     assert found and all(v.startswith("✗ Not yet: Not answered yet") for v in found), found
 
 
