@@ -36,11 +36,56 @@ def test_stripe_v1_replays_an_error_and_v2_runs_the_failed_request_again():
     v1, v2 = provider("stripe-v1"), provider("stripe-v2")
     for p in (v1, v2):
         p.fail_next()
-        assert p.charge("k", **CHARGE).status == 503
+        assert p.charge("k", **CHARGE).status == 500
     replayed = v1.charge("k", **CHARGE)
-    assert (replayed.status, replayed.replayed, v1.charges) == (503, True, [])
+    assert (replayed.status, replayed.replayed, v1.charges) == (500, True, [])
     rerun = v2.charge("k", **CHARGE)
     assert (rerun.status, rerun.replayed, len(v2.charges)) == (200, False, 1)
+
+
+@pytest.mark.parametrize("name", ["stripe-v1", "stripe-v2"])
+def test_a_request_turned_away_before_the_endpoint_began_saves_nothing_and_the_same_key_runs(name):
+    p = provider(name)
+    p.refuse_next(status=429)
+    assert p.charge("k", **CHARGE).status == 429
+    retry = p.charge("k", **CHARGE)
+    assert (retry.status, retry.replayed, p.total_charged()) == (200, False, 40)
+
+
+def test_an_error_after_the_money_moved_looks_like_any_error_and_v1_replays_it():
+    charged, not_charged = provider(), provider()
+    charged.fail_next(charged=True)
+    not_charged.fail_next(charged=False)
+    first, other = charged.charge("k", **CHARGE), not_charged.charge("k", **CHARGE)
+    assert (first.status, first.body) == (other.status, other.body)  # the caller cannot tell them apart
+    assert charged.charge("k", **CHARGE).replayed and charged.total_charged() == 40
+    assert not_charged.total_charged() == 0
+
+
+def test_a_new_key_after_an_unclear_failure_charges_twice_unless_the_caller_looks_first():
+    p = provider()
+    p.fail_next(charged=True)
+    p.charge("m-7f3:charge", **CHARGE)
+    assert p.charges_for(1042) and p.charges_for(9999) == []
+    p.charge("m-7f3:charge:again", **CHARGE)
+    assert p.total_charged() == 80
+
+
+def test_v2_completes_partly_failed_work_without_charging_again():
+    p = provider("stripe-v2")
+    p.fail_next(charged=True)
+    assert p.charge("k", **CHARGE).status == 500
+    done = p.charge("k", **CHARGE)
+    assert (done.status, done.body["id"], p.total_charged()) == (200, "ch_81", 40)
+
+
+def test_v1_reruns_a_key_reused_after_it_was_pruned():
+    p = provider()
+    p.fail_next(charged=True)
+    p.charge("k", **CHARGE)
+    p.clock.advance(fact_seconds("stripe_v1_key_min_age"))
+    again = p.charge("k", **CHARGE)
+    assert (again.status, again.replayed, p.total_charged()) == (200, False, 80)
 
 
 @pytest.mark.parametrize(("name", "status"), [("stripe-v1", 400), ("stripe-v2", 400), ("ietf-draft", 422)])
@@ -48,7 +93,7 @@ def test_a_key_reused_with_other_parameters_is_rejected(name, status):
     p = provider(name)
     p.charge("k", **CHARGE)
     refused = p.charge("k", order_id=1042, amount=80)
-    assert refused.status == status and "new key" in refused.body["error"]
+    assert refused.status == status and "key of its own" in refused.body["error"]
     assert p.total_charged() == 40
 
 
