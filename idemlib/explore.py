@@ -126,6 +126,8 @@ def interleavings(
     handler: Handler,
     message: Message = RUNNING_EXAMPLE,
     database: PaymentsDatabase | None = None,
+    provider: Callable[[], PaymentProvider] | None = None,
+    schedules: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """Run every order in which two consumers holding the same message can take their steps.
 
@@ -133,23 +135,34 @@ def interleavings(
     Each schedule says who moves next; the steps run on a fresh database, the loser
     of a write conflict gives the message back, and any delivery still unacked at
     the end is redelivered until one is. One row per distinct interleaving.
-    The database (DuckDB by default) is emptied before every schedule.
+    The database (DuckDB by default) is emptied before every schedule. With
+    ``provider`` (a factory), each schedule gets a fresh payment provider and the
+    table also counts the calls it received and the charges it made. ``schedules``
+    plays only the given orders, each a string such as ``"AABB..."`` with one letter
+    per step (both consumers take every step), instead of all of them.
     """
     database = database or DuckDBPayments()
     steps = len(handler.steps)
     amount = message.body["amount"]
-    seen: dict[tuple[str, ...], tuple[int, int]] = {}
-    for a_turns in itertools.combinations(range(2 * steps), steps):
-        schedule = ["A" if turn in a_turns else "B" for turn in range(2 * steps)]
+    seen: dict[tuple[str, ...], tuple[int, ...]] = {}
+    every = (["A" if turn in a_turns else "B" for turn in range(2 * steps)]
+             for a_turns in itertools.combinations(range(2 * steps), steps))
+    for schedule in every if schedules is None else (list(order) for order in schedules):
+        if len(schedule) != 2 * steps or schedule.count("A") != steps or set(schedule) - {"A", "B"}:
+            raise ValueError(f"a schedule is {2 * steps} letters, {steps} A and {steps} B; got {''.join(schedule)!r}")
         database.empty()
-        taken, charged, conflicts = _play(handler, message, database, schedule)
-        seen.setdefault(taken, (charged, conflicts))
-    rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount))
-            for taken, (charged, conflicts) in seen.items()]
-    return pd.DataFrame(rows, columns=["interleaving", "charges", "conflicts", "outcome"])
+        payments = provider() if provider else None
+        taken, charged, conflicts = _play(handler, message, database, schedule, payments)
+        called = (payments.calls, len(payments.charges)) if payments else ()
+        seen.setdefault(taken, (charged, conflicts, *called))
+    rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount), *called)
+            for taken, (charged, conflicts, *called) in seen.items()]
+    columns = ["interleaving", "charges", "conflicts", "outcome"]
+    return pd.DataFrame(rows, columns=columns + (["provider calls", "charges at provider"] if provider else []))
 
 
-def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str]) -> tuple[tuple[str, ...], int, int]:
+def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str],
+          provider: PaymentProvider | None = None) -> tuple[tuple[str, ...], int, int]:
     clock = VirtualClock()
     trace = Trace(clock)
     broker = Broker(clock, trace)
@@ -158,7 +171,7 @@ def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedu
     workers = {}
     for name in ("A", "B"):
         worker = _Consumer(f"consumer {name}", database.session())
-        _start(worker, handler, broker, faults, trace)
+        _start(worker, handler, broker, faults, trace, provider)
         _advance(worker, faults, broker, trace, database)  # up to the pause before its first step
         workers[name] = worker
         clock.advance(broker.visibility_timeout)  # A's lease runs out before B receives
@@ -174,7 +187,7 @@ def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedu
     while not broker.is_empty:  # redeliver whatever is still unacked, one clean delivery at a time
         clock.advance(broker.visibility_timeout)
         worker = workers["A"]
-        if _start(worker, handler, broker, faults, trace):
+        if _start(worker, handler, broker, faults, trace, provider):
             while worker.job is not None:
                 _advance(worker, faults, broker, trace, database)
     conflicts = sum(1 for row in trace.rows if row[2] == "conflict")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from idemlib.clock import VirtualClock
@@ -191,3 +192,66 @@ class PaymentProvider:
             assert stored.charge is not None
             stored.response = Response(200, stored.charge)
         return stored.response
+
+
+FIRST_FAILURES: dict[str, Callable[[PaymentProvider], None]] = {
+    "turned away before the endpoint began (429)": lambda provider: provider.refuse_next(),
+    "failed during execution, no money taken (500)": lambda provider: provider.fail_next(),
+    "failed during execution after the money moved (500)": lambda provider: provider.fail_next(charged=True),
+}
+"""The three ways lesson 04's first attempt fails, as schedules for a provider."""
+
+
+def _answer(response: Response) -> str:
+    return f"{response.status}{' replayed' if response.replayed else ''}"
+
+
+def retries_after_failure(key: str = "m-7f3:charge", *, retries: int = 2) -> list[dict[str, Any]]:
+    """Each first failure under Stripe's v1 and v2 rules, followed by ``retries`` retries with the same key."""
+    rows = []
+    for failure, schedule in FIRST_FAILURES.items():
+        for name in ("stripe-v1", "stripe-v2"):
+            provider = PaymentProvider(behaviours()[name])
+            schedule(provider)
+            answers = [provider.charge(key, order_id=1042, amount=40) for _ in range(1 + retries)]
+            rows.append({"first attempt": failure, "rules": name, "answers": " → ".join(map(_answer, answers)),
+                         "card charged ($)": provider.total_charged()})
+    return rows
+
+
+def _charge_1042(provider: PaymentProvider, key: str) -> None:
+    provider.charge(key, order_id=1042, amount=40)
+
+
+def _after_a_day(provider: PaymentProvider, key: str) -> None:
+    provider.clock.advance(25 * 3600)  # past the 24 hours after which v1 may prune the key
+    _charge_1042(provider, key)
+
+
+def _look_first(provider: PaymentProvider, key: str) -> None:
+    if not provider.charges_for(1042):  # nothing was taken: only now is a second attempt safe
+        _charge_1042(provider, f"{key}:2")
+
+
+AFTER_AN_UNCLEAR_500: dict[str, Callable[[PaymentProvider, str], None]] = {
+    "retry with the same key": _charge_1042,
+    "retry with a new key": lambda provider, key: _charge_1042(provider, f"{key}:2"),
+    "same key, 25 hours later": _after_a_day,
+    "look the charge up, then decide": _look_first,
+}
+"""What a consumer can do after Stripe v1 answered 500 to ``m-7f3:charge``."""
+
+
+def after_an_unclear_500(key: str = "m-7f3:charge") -> list[dict[str, Any]]:
+    """Each move of :data:`AFTER_AN_UNCLEAR_500`, when the failed attempt had taken the money and when it had not."""
+    rows = []
+    for move, act in AFTER_AN_UNCLEAR_500.items():
+        row: dict[str, Any] = {"after a 500 under v1": move}
+        for charged in (True, False):
+            provider = PaymentProvider(behaviours()["stripe-v1"])
+            provider.fail_next(charged=charged)
+            provider.charge(key, order_id=1042, amount=40)
+            act(provider, key)
+            row[f"card charged ($), money {'had' if charged else 'had not'} moved"] = provider.total_charged()
+        rows.append(row)
+    return rows

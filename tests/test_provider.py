@@ -6,7 +6,7 @@ from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.facts import fact_seconds
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.handlers import ProviderHandler
-from idemlib.provider import PaymentProvider, behaviours
+from idemlib.provider import PaymentProvider, after_an_unclear_500, behaviours, retries_after_failure
 from idemlib.sim import simulate
 
 CHARGE = {"order_id": 1042, "amount": 40}
@@ -145,3 +145,15 @@ def test_one_key_per_call_is_the_message_id_with_the_call_named():
 def test_a_run_without_a_provider_says_how_to_give_it_one():
     with pytest.raises(RuntimeError, match="provider=PaymentProvider"):
         simulate(ProviderHandler(), [RUNNING_EXAMPLE])
+
+
+def test_after_an_unclear_500_only_looking_first_never_charges_twice():
+    rows = {row["after a 500 under v1"]: list(row.values())[1:] for row in after_an_unclear_500()}
+    assert rows == {"retry with the same key": [40, 0], "retry with a new key": [80, 40],
+                    "same key, 25 hours later": [80, 40], "look the charge up, then decide": [40, 40]}
+
+
+def test_v2_charges_once_after_every_kind_of_first_failure_and_v1_only_after_a_refusal():
+    charged = {(row["first attempt"], row["rules"]): row["card charged ($)"] for row in retries_after_failure()}
+    assert all(total == 40 for (failure, rules), total in charged.items() if rules == "stripe-v2")
+    assert [total for (failure, rules), total in charged.items() if rules == "stripe-v1"] == [40, 0, 40]
