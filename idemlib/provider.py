@@ -195,9 +195,9 @@ class PaymentProvider:
 
 
 FIRST_FAILURES: dict[str, Callable[[PaymentProvider], None]] = {
-    "turned away before the endpoint began (429)": lambda provider: provider.refuse_next(),
-    "failed during execution, no money taken (500)": lambda provider: provider.fail_next(),
-    "failed during execution after the money moved (500)": lambda provider: provider.fail_next(charged=True),
+    "turned away before it ran (429)": lambda provider: provider.refuse_next(),
+    "failed while running, no money taken (500)": lambda provider: provider.fail_next(),
+    "failed while running, money taken (500)": lambda provider: provider.fail_next(charged=True),
 }
 """The three ways lesson 04's first attempt fails, as schedules for a provider."""
 
