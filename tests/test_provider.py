@@ -157,3 +157,15 @@ def test_v2_charges_once_after_every_kind_of_first_failure_and_v1_only_after_a_r
     charged = {(row["first attempt"], row["rules"]): row["card charged ($)"] for row in retries_after_failure()}
     assert all(total == 40 for (failure, rules), total in charged.items() if rules == "stripe-v2")
     assert [total for (failure, rules), total in charged.items() if rules == "stripe-v1"] == [40, 0, 40]
+
+
+def test_two_consumers_on_duckdb_can_both_call_the_provider_and_only_the_key_keeps_one_charge():
+    from idemlib.explore import interleavings
+    both_call = "AAABBBAAABBB"
+    for keyed, charges in ((False, 2), (True, 1)):
+        row = interleavings(ProviderHandler("inside", keyed=keyed), provider=PaymentProvider, schedules=[both_call]).iloc[0]
+        assert (row["provider calls"], row["charges at provider"], row["charges"], row["conflicts"]) == (2, charges, 1, 1)
+    one_after_the_other = interleavings(ProviderHandler("inside"), provider=PaymentProvider, schedules=["AAAAAABBBBBB"])
+    assert one_after_the_other.iloc[0]["provider calls"] == 1
+    with pytest.raises(ValueError, match="12 letters"):
+        interleavings(ProviderHandler("inside"), schedules=["AB"])
