@@ -123,16 +123,18 @@ class PaymentProvider:
     _failures: list[_Failure] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(81))
 
-    def refuse_next(self, count: int = 1, *, status: int = 429) -> None:
-        """Turn the next ``count`` requests away before the endpoint begins (a rate limit): nothing is saved."""
+    def refuse_next(self, count: int = 1, *, status: int | None = None) -> None:
+        """Turn the next ``count`` requests away before the endpoint begins (by default a rate limit): nothing is saved."""
+        status = fact_number("stripe_rate_limit_status") if status is None else status
         self._failures += [_Failure(status, began=False)] * count
 
-    def fail_next(self, count: int = 1, *, status: int = 500, charged: bool = False) -> None:
+    def fail_next(self, count: int = 1, *, status: int | None = None, charged: bool = False) -> None:
         """Make the next ``count`` requests fail after the endpoint began; with ``charged`` the money was already taken.
 
         The error answer is the same either way: the caller cannot tell from it
-        whether the card was charged.
+        whether the card was charged. The status is 500 unless given.
         """
+        status = fact_number("stripe_v1_replays_status") if status is None else status
         self._failures += [_Failure(status, began=True, charged=charged)] * count
 
     def charge(self, key: str | None, *, order_id: int, amount: int) -> Response:
