@@ -272,8 +272,8 @@ class ProviderHandler(InboxHandler):
 
     ``call`` says where the call sits: ``"inside"`` the open transaction, after the
     ID is recorded (a redelivery after the commit never calls, though two consumers
-    racing on DuckDB both can; the connection stays open for as long as the provider takes), or ``"before"`` it (no connection held, but every
-    redelivery calls again). ``keyed`` sends ``<message ID>:charge`` as the
+    racing on DuckDB both can; the connection stays open for as long as the provider
+    takes), or ``"before"`` it (no connection held, but every redelivery calls again). ``keyed`` sends ``<message ID>:charge`` as the
     idempotency key, one key per call, the same on every retry.
     """
 
