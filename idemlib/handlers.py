@@ -273,8 +273,9 @@ class ProviderHandler(InboxHandler):
     ``call`` says where the call sits: ``"inside"`` the open transaction, after the
     ID is recorded (a redelivery after the commit never calls, though two consumers
     racing on DuckDB both can; the connection stays open for as long as the provider
-    takes), or ``"before"`` it (no connection held, but every redelivery calls again). ``keyed`` sends ``<message ID>:charge`` as the
-    idempotency key, one key per call, the same on every retry.
+    takes), or ``"before"`` it (no connection held, but every redelivery calls again).
+    ``keyed`` sends ``<message ID>:charge`` as the idempotency key, one key per call,
+    the same on every retry.
     """
 
     def __init__(self, call: str = "inside", keyed: bool = True) -> None:
