@@ -127,6 +127,7 @@ def interleavings(
     message: Message = RUNNING_EXAMPLE,
     database: PaymentsDatabase | None = None,
     provider: Callable[[], PaymentProvider] | None = None,
+    schedules: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """Run every order in which two consumers holding the same message can take their steps.
 
@@ -135,23 +136,29 @@ def interleavings(
     of a write conflict gives the message back, and any delivery still unacked at
     the end is redelivered until one is. One row per distinct interleaving.
     The database (DuckDB by default) is emptied before every schedule. With
-    ``provider`` (a function making a fresh payment provider), each schedule gets its
-    own, and the table also counts what the provider really did (``provider charges``).
+    ``provider`` (a factory), each schedule gets a fresh payment provider and the
+    table also counts the calls it received and the charges it made. ``schedules``
+    plays only the given orders, each a string such as ``"AABB..."`` with one letter
+    per step (both consumers take every step), instead of all of them.
     """
     database = database or DuckDBPayments()
     steps = len(handler.steps)
     amount = parse_charge(message).amount  # a message no handler can read is refused here, saying why
-    seen: dict[tuple[str, ...], tuple[int, int]] = {}
-    for a_turns in itertools.combinations(range(2 * steps), steps):
-        schedule = ["A" if turn in a_turns else "B" for turn in range(2 * steps)]
+    seen: dict[tuple[str, ...], tuple[int, ...]] = {}
+    every = (["A" if turn in a_turns else "B" for turn in range(2 * steps)]
+             for a_turns in itertools.combinations(range(2 * steps), steps))
+    for schedule in every if schedules is None else (list(order) for order in schedules):
+        if len(schedule) != 2 * steps or schedule.count("A") != steps or set(schedule) - {"A", "B"}:
+            raise ValueError(f"a schedule is {2 * steps} letters, {steps} A and {steps} B; got {''.join(schedule)!r}")
         database.empty()
         payments = provider() if provider else None
         taken, charged, conflicts = _play(handler, message, database, schedule, payments)
-        seen.setdefault(taken, (charged, conflicts, len(payments.charges) if payments else None))
-    rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount), at_provider)
-            for taken, (charged, conflicts, at_provider) in seen.items()]
-    table = pd.DataFrame(rows, columns=["interleaving", "charges", "conflicts", "outcome", "provider charges"])
-    return table if provider else table.drop(columns="provider charges")
+        called = (payments.calls, len(payments.charges)) if payments else ()
+        seen.setdefault(taken, (charged, conflicts, *called))
+    rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount), *called)
+            for taken, (charged, conflicts, *called) in seen.items()]
+    columns = ["interleaving", "charges", "conflicts", "outcome"]
+    return pd.DataFrame(rows, columns=columns + (["provider calls", "charges at provider"] if provider else []))
 
 
 def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str],

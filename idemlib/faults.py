@@ -4,7 +4,9 @@ A fault plan is consulted by the simulator; it never reaches into the handler.
 Faults can be named one by one (crash before the charge on the first delivery of
 m-7f3) or drawn at a rate. Drawn faults depend only on the seed, the message and the
 delivery, never on the order of calls, so two handlers run under one plan meet the
-very same faults and their totals can be compared honestly.
+very same faults and their totals can be compared honestly. With ``per_copy`` the
+draw depends on the copy on the queue (the broker's position for it) instead of the
+message ID, so runs that name the same copies differently meet the same faults too.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class FaultPlan:
     seed: int = 0
     lost_responses: Sequence[LostResponse] = ()
     response_loss_rate: float = 0.0
+    per_copy: bool = False
 
     def __post_init__(self) -> None:
         for name in ("ack_loss_rate", "crash_rate", "response_loss_rate"):
@@ -68,25 +71,28 @@ class FaultPlan:
             if not 0.0 <= rate < 1.0:
                 raise ValueError(f"{name} must be at least 0 and below 1 (a rate of 1 never lets a message through), got {rate}")
 
-    def crashes_before(self, step: str, message_id: str, delivery: int) -> bool:
-        """Whether the consumer dies just before ``step`` of this delivery."""
+    def crashes_before(self, step: str, message_id: str, delivery: int, copy: int | None = None) -> bool:
+        """Whether the consumer dies just before ``step`` of this delivery (``copy``: the broker's position for it)."""
         if any(crash.matches(step, message_id, delivery) for crash in self.crashes):
             return True
-        return self._draw("crash", message_id, delivery, step) < self.crash_rate
+        return self._draw("crash", self._whose(message_id, copy), delivery, step) < self.crash_rate
 
-    def loses_ack(self, message_id: str, delivery: int) -> bool:
+    def loses_ack(self, message_id: str, delivery: int, copy: int | None = None) -> bool:
         """Whether the ack for this delivery is lost on its way to the broker."""
         if any(lost.matches(message_id, delivery) for lost in self.lost_acks):
             return True
-        return self._draw("ack", message_id, delivery) < self.ack_loss_rate
+        return self._draw("ack", self._whose(message_id, copy), delivery) < self.ack_loss_rate
 
-    def loses_response(self, message_id: str, delivery: int) -> bool:
+    def loses_response(self, message_id: str, delivery: int, copy: int | None = None) -> bool:
         """Whether the provider's answer to this delivery's call is lost on its way back."""
         if any(lost.matches(message_id, delivery) for lost in self.lost_responses):
             return True
-        return self._draw("response", message_id, delivery) < self.response_loss_rate
+        return self._draw("response", self._whose(message_id, copy), delivery) < self.response_loss_rate
 
-    def _draw(self, kind: str, message_id: str, delivery: int, step: str = "") -> float:
-        # A fresh generator per (seed, fault, message, delivery, step): the draw does
-        # not depend on how many draws came before it.
-        return random.Random(f"{self.seed}|{kind}|{message_id}|{delivery}|{step}").random()
+    def _whose(self, message_id: str, copy: int | None) -> str:
+        return f"copy {copy}" if self.per_copy and copy is not None else message_id
+
+    def _draw(self, kind: str, whose: str, delivery: int, step: str = "") -> float:
+        # A fresh generator per (seed, fault, message or copy, delivery, step): the
+        # draw does not depend on how many draws came before it.
+        return random.Random(f"{self.seed}|{kind}|{whose}|{delivery}|{step}").random()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from idemlib.broker import Delivery
-from idemlib.messages import Charge, parse_charge
+from idemlib.messages import BadMessage, Charge, Message, parse_charge
 from idemlib.provider import Response
 from idemlib.stores import PaymentsSession
 from idemlib.stores.cache import Cache
@@ -202,18 +202,34 @@ def _without_ack(ctx: Context) -> Context:
 
 
 class BusinessRowHandler(NaiveHandler):
-    """No inbox table: the order's own row keeps the last message ID, and the charge is conditional on it.
+    """No inbox table: the order's own row remembers what was applied, and the charge is conditional on it.
 
-    It catches a repeat of the latest message for an order, in the same transaction
-    as the charge, but it remembers only that one: an older duplicate that arrives
-    after a newer message for the same order is charged again.
+    ``by="last id"`` keeps the last message ID: it catches a repeat of the latest
+    message for an order, but an older duplicate arriving after a newer message is
+    charged again. ``by="version"`` keeps the highest version applied (the message
+    carries the order's sequence number in ``version``): any older message is refused,
+    a late duplicate and a real message that was overtaken alike.
     """
 
-    name = "business row"
+    def __init__(self, *, by: str = "last id") -> None:
+        if by not in ("last id", "version"):
+            raise ValueError(f"by must be 'last id' or 'version', not {by!r}")
+        self.by = by
+        self.name = "business row" if by == "last id" else "business row, version"
 
     def apply_charge(self, ctx: Context, charge: Charge) -> None:
-        if not ctx.db.charge_order_once(charge.order_id, charge.amount, ctx.message_id):
+        version = message_version(ctx.delivery.message) if self.by == "version" else None
+        if not ctx.db.charge_order_once(charge.order_id, charge.amount, ctx.message_id, version=version):
             ctx.note("duplicate skipped")
+
+
+def message_version(message: Message) -> int:
+    """The order's sequence number a message carries in ``version``; refuses a message without a usable one."""
+    version = message.body.get("version") if isinstance(message.body, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise BadMessage(f"{message.label}: a versioned business row needs a positive whole 'version' in the body "
+                         f"(the order's sequence number, set by the producer), got {version!r}.")
+    return version
 
 
 class CacheGuardHandler(Handler):
@@ -261,10 +277,11 @@ class ProviderHandler(InboxHandler):
     """The inbox consumer that also charges the card through an external payment provider.
 
     ``call`` says where the call sits: ``"inside"`` the open transaction, after the
-    ID is recorded (a duplicate never calls, but the connection stays open for as long
-    as the provider takes), or ``"before"`` it (no connection held, but every
-    redelivery calls again). ``keyed`` sends ``<message ID>:charge`` as the
-    idempotency key, one key per call, the same on every retry.
+    ID is recorded (a redelivery after the commit never calls, though two consumers
+    racing on DuckDB both can; the connection stays open for as long as the provider
+    takes), or ``"before"`` it (no connection held, but every redelivery calls again).
+    ``keyed`` sends ``<message ID>:charge`` as the idempotency key, one key per call,
+    the same on every retry.
     """
 
     def __init__(self, call: str = "inside", keyed: bool = True) -> None:

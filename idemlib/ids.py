@@ -13,8 +13,10 @@ one message on the queue that carries it. Real systems make extra copies of a fa
 And two different facts can have identical bytes: the same $40 charge for the same
 order, requested on two different days.
 
-Each copy gets an ID by one of three strategies, the copies go through the real
-inbox consumer on DuckDB, and the money says which strategy was right.
+Each copy gets an ID by one of three strategies (or by a function of the copy's
+:func:`record`), the copies go through the real inbox consumer on DuckDB, and the
+money says which strategy was right. Lost acks are drawn per copy on the queue, not
+per ID, so every strategy meets the very same faults.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -45,13 +49,32 @@ class Copy:
     body: dict[str, int]
 
 
-def assign_id(copy: Copy, strategy: str) -> str:
+def record(copy: Copy) -> dict[str, Any]:
+    """What a copy carries besides its ID: the payment, the request it came from, and how it was sent.
+
+    ``request_id`` is created with the fact (the client's payment request), so every
+    copy of one fact has the same one; ``attempt`` is the producer's publish attempt
+    (2 for its retry); ``sent_at`` is when this copy was sent, in seconds (a replay
+    re-sends the dead-lettered copy as it was, so it keeps the original's).
+    """
+    seconds_later = {"producer retry": 2.0, "relay republish": 5.0}.get(copy.source, 0.0)
+    return {"request_id": f"req-{copy.fact:04d}", **copy.body, "attempt": 2 if copy.source == "producer retry" else 1,
+            "sent_at": copy.fact * 60.0 + seconds_later}
+
+
+Strategy = str | Callable[[dict[str, Any]], Any]
+
+
+def assign_id(copy: Copy, strategy: Strategy) -> str:
     """The ID a copy carries under ``strategy``.
 
     ``producer``: the event ID created with the fact, the same on every copy.
     ``broker``: a new ID for every message the broker accepts (a redelivery keeps it).
     ``content hash``: a digest of the body, the same for the same bytes.
+    A function is given the copy's :func:`record` and returns the ID.
     """
+    if callable(strategy):
+        return str(strategy(record(copy)))
     if strategy == "producer":
         return f"evt-{copy.fact:04d}"
     if strategy == "broker":
@@ -78,7 +101,7 @@ def make_copies(facts: list[dict[str, int]], duplicated: dict[str, float], *, se
     return copies
 
 
-def judge(strategy: str, copies: list[Copy], facts: list[dict[str, int]], *, ack_loss_rate: float = 0.0) -> dict[str, int]:
+def judge(strategy: Strategy, copies: list[Copy], facts: list[dict[str, int]], *, ack_loss_rate: float = 0.0) -> dict[str, int]:
     """Run the copies through the inbox consumer with IDs by ``strategy`` and count what happened.
 
     ``duplicates caught``: extra deliveries of a fact that were skipped.
@@ -86,7 +109,8 @@ def judge(strategy: str, copies: list[Copy], facts: list[dict[str, int]], *, ack
     ``real messages dropped``: facts never charged because their ID collided with another fact's.
     """
     messages = [Message(assign_id(copy, strategy), dict(copy.body)) for copy in copies]
-    result = simulate(InboxHandler(), messages, faults=FaultPlan(ack_loss_rate=ack_loss_rate, seed=11), max_deliveries=20)
+    result = simulate(InboxHandler(), messages, faults=FaultPlan(ack_loss_rate=ack_loss_rate, seed=11, per_copy=True),
+                      max_deliveries=20)
     owed = pd.Series([json.dumps(body, sort_keys=True) for body in facts]).value_counts()
     paid = result.payments.apply(lambda row: json.dumps({"amount": int(row["amount"]), "order_id": int(row["order_id"])},
                                                         sort_keys=True), axis=1).value_counts()

@@ -166,7 +166,7 @@ def _start(
         return False
 
     def ack() -> None:
-        if faults.loses_ack(delivery.message_id, delivery.count):
+        if faults.loses_ack(delivery.message_id, delivery.count, delivery.position):
             trace.record(worker.name, "ack lost", delivery.message_id, delivery.count)
         else:
             broker.ack(delivery)
@@ -179,7 +179,7 @@ def _start(
         response = provider.charge(key, order_id=charge.order_id, amount=charge.amount)
         trace.record(worker.name, "provider answered", delivery.message_id, delivery.count,
                      f"{response.status}{' (replayed)' if response.replayed else ''}")
-        if faults.loses_response(delivery.message_id, delivery.count):
+        if faults.loses_response(delivery.message_id, delivery.count, delivery.position):
             raise ResponseLost(f"{delivery.message_id}: no answer from the provider (the call timed out)")
         return response
 
@@ -225,7 +225,7 @@ def _advance(worker: _Consumer, faults: FaultPlan, broker: Broker, trace: Trace,
     if next_step is None:
         _end(worker)
         return 0.0
-    if faults.crashes_before(next_step, delivery.message_id, delivery.count):
+    if faults.crashes_before(next_step, delivery.message_id, delivery.count, delivery.position):
         # A process death: the connection drops, the engine rolls back the open
         # transaction, and no ack is sent. The lease will run out on its own.
         was_open = worker.session.in_transaction

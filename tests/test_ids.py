@@ -49,3 +49,19 @@ def test_ids_by_strategy():
 def test_copies_are_drawn_from_a_seed():
     assert make_copies(FACTS, {"replay": 0.5}) == make_copies(FACTS, {"replay": 0.5})
     assert len(make_copies(FACTS, {})) == len(FACTS)
+
+
+def test_every_strategy_meets_the_very_same_lost_acks(table):
+    # Lost acks are drawn per copy on the queue, so the deliveries do not depend on how copies are named.
+    deliveries = table["deliveries"].unstack("strategy")
+    assert (deliveries.nunique(axis=1) == 1).all()
+
+
+def test_a_function_of_the_record_is_a_strategy_and_the_request_id_is_the_producers_id():
+    from idemlib.ids import judge, record
+    copies = make_copies(FACTS, {"producer retry": 0.3, "relay republish": 0.3, "replay": 0.3})
+    by_request = judge(lambda r: r["request_id"], copies, FACTS, ack_loss_rate=0.2)
+    assert by_request == judge("producer", copies, FACTS, ack_loss_rate=0.2)
+    assert judge(lambda r: f"{r['request_id']}#{r['attempt']}", copies, FACTS)["duplicates missed"] > 0
+    retried = [record(c) for c in copies if c.source == "producer retry"]
+    assert retried and all(r["attempt"] == 2 for r in retried)

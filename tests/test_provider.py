@@ -6,7 +6,7 @@ from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.facts import fact_seconds
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.handlers import ProviderHandler
-from idemlib.provider import PaymentProvider, behaviours
+from idemlib.provider import PaymentProvider, after_an_unclear_500, behaviours, retries_after_failure
 from idemlib.sim import simulate
 
 CHARGE = {"order_id": 1042, "amount": 40}
@@ -36,11 +36,56 @@ def test_stripe_v1_replays_an_error_and_v2_runs_the_failed_request_again():
     v1, v2 = provider("stripe-v1"), provider("stripe-v2")
     for p in (v1, v2):
         p.fail_next()
-        assert p.charge("k", **CHARGE).status == 503
+        assert p.charge("k", **CHARGE).status == 500
     replayed = v1.charge("k", **CHARGE)
-    assert (replayed.status, replayed.replayed, v1.charges) == (503, True, [])
+    assert (replayed.status, replayed.replayed, v1.charges) == (500, True, [])
     rerun = v2.charge("k", **CHARGE)
     assert (rerun.status, rerun.replayed, len(v2.charges)) == (200, False, 1)
+
+
+@pytest.mark.parametrize("name", ["stripe-v1", "stripe-v2"])
+def test_a_request_turned_away_before_the_endpoint_began_saves_nothing_and_the_same_key_runs(name):
+    p = provider(name)
+    p.refuse_next(status=429)
+    assert p.charge("k", **CHARGE).status == 429
+    retry = p.charge("k", **CHARGE)
+    assert (retry.status, retry.replayed, p.total_charged()) == (200, False, 40)
+
+
+def test_an_error_after_the_money_moved_looks_like_any_error_and_v1_replays_it():
+    charged, not_charged = provider(), provider()
+    charged.fail_next(charged=True)
+    not_charged.fail_next(charged=False)
+    first, other = charged.charge("k", **CHARGE), not_charged.charge("k", **CHARGE)
+    assert (first.status, first.body) == (other.status, other.body)  # the caller cannot tell them apart
+    assert charged.charge("k", **CHARGE).replayed and charged.total_charged() == 40
+    assert not_charged.total_charged() == 0
+
+
+def test_a_new_key_after_an_unclear_failure_charges_twice_unless_the_caller_looks_first():
+    p = provider()
+    p.fail_next(charged=True)
+    p.charge("m-7f3:charge", **CHARGE)
+    assert p.charges_for(1042) and p.charges_for(9999) == []
+    p.charge("m-7f3:charge:again", **CHARGE)
+    assert p.total_charged() == 80
+
+
+def test_v2_completes_partly_failed_work_without_charging_again():
+    p = provider("stripe-v2")
+    p.fail_next(charged=True)
+    assert p.charge("k", **CHARGE).status == 500
+    done = p.charge("k", **CHARGE)
+    assert (done.status, done.body["id"], p.total_charged()) == (200, "ch_81", 40)
+
+
+def test_v1_reruns_a_key_reused_after_it_was_pruned():
+    p = provider()
+    p.fail_next(charged=True)
+    p.charge("k", **CHARGE)
+    p.clock.advance(fact_seconds("stripe_v1_key_min_age"))
+    again = p.charge("k", **CHARGE)
+    assert (again.status, again.replayed, p.total_charged()) == (200, False, 80)
 
 
 @pytest.mark.parametrize(("name", "status"), [("stripe-v1", 400), ("stripe-v2", 400), ("ietf-draft", 422)])
@@ -48,7 +93,7 @@ def test_a_key_reused_with_other_parameters_is_rejected(name, status):
     p = provider(name)
     p.charge("k", **CHARGE)
     refused = p.charge("k", order_id=1042, amount=80)
-    assert refused.status == status and "new key" in refused.body["error"]
+    assert refused.status == status and "key of its own" in refused.body["error"]
     assert p.total_charged() == 40
 
 
@@ -100,3 +145,27 @@ def test_one_key_per_call_is_the_message_id_with_the_call_named():
 def test_a_run_without_a_provider_says_how_to_give_it_one():
     with pytest.raises(RuntimeError, match="provider=PaymentProvider"):
         simulate(ProviderHandler(), [RUNNING_EXAMPLE])
+
+
+def test_after_an_unclear_500_only_looking_first_never_charges_twice():
+    rows = {row["after a 500 under v1"]: list(row.values())[1:] for row in after_an_unclear_500()}
+    assert rows == {"retry with the same key": [40, 0], "retry with a new key": [80, 40],
+                    "same key, 25 hours later": [80, 40], "look the charge up, then decide": [40, 40]}
+
+
+def test_v2_charges_once_after_every_kind_of_first_failure_and_v1_only_after_a_refusal():
+    charged = {(row["first attempt"], row["rules"]): row["card charged ($)"] for row in retries_after_failure()}
+    assert all(total == 40 for (failure, rules), total in charged.items() if rules == "stripe-v2")
+    assert [total for (failure, rules), total in charged.items() if rules == "stripe-v1"] == [40, 0, 40]
+
+
+def test_two_consumers_on_duckdb_can_both_call_the_provider_and_only_the_key_keeps_one_charge():
+    from idemlib.explore import interleavings
+    both_call = "AAABBBAAABBB"
+    for keyed, charges in ((False, 2), (True, 1)):
+        row = interleavings(ProviderHandler("inside", keyed=keyed), provider=PaymentProvider, schedules=[both_call]).iloc[0]
+        assert (row["provider calls"], row["charges at provider"], row["charges"], row["conflicts"]) == (2, charges, 1, 1)
+    one_after_the_other = interleavings(ProviderHandler("inside"), provider=PaymentProvider, schedules=["AAAAAABBBBBB"])
+    assert one_after_the_other.iloc[0]["provider calls"] == 1
+    with pytest.raises(ValueError, match="12 letters"):
+        interleavings(ProviderHandler("inside"), schedules=["AB"])

@@ -124,3 +124,32 @@ def test_the_guard_refuses_a_reused_id_on_the_key_value_store_as_on_the_sql_stor
     assert session.record_message("m-1", "1:5") is False
     with pytest.raises(IdReused, match="m-1.*new ID"):
         session.record_message("m-1", "2:6")
+
+
+def versioned(message_id, amount, version):
+    return Message(message_id, {"order_id": 1042, "amount": amount, "version": version})
+
+
+def test_a_versioned_business_row_refuses_a_late_duplicate_and_also_an_overtaken_real_message():
+    m1, m2 = versioned("m-1", 40, 1), versioned("m-2", 5, 2)
+    row = BusinessRowHandler(by="version")
+    assert simulate(row, [m1, m2, m1]).total_charged == 45  # the late duplicate is refused
+    assert simulate(BusinessRowHandler(), [m1, m2, m1]).total_charged == 85  # the last-ID row charges it again
+    assert simulate(row, [m2, m1]).total_charged == 5  # a real message overtaken is refused too
+
+
+def test_a_versioned_business_row_dead_letters_a_message_without_a_version():
+    result = simulate(BusinessRowHandler(by="version"), [RUNNING_EXAMPLE])
+    assert result.total_charged == 0 and "version" in result.dead_letters[0].reason
+    with pytest.raises(ValueError, match="last id"):
+        BusinessRowHandler(by="timestamp")
+
+
+def test_a_late_ttl_deletion_keeps_catching_a_duplicate_until_the_marker_is_gone():
+    clock = VirtualClock()
+    table = KeyValueTable(clock=clock, seed=3)
+    table.put("msg#m-7f3", {"expires_at": 3600})
+    clock.advance_to(6 * 3600)
+    assert not table.put("msg#m-7f3", {"expires_at": 7 * 3600}, if_absent=True)
+    clock.advance_to(4 * 86400)
+    assert table.put("msg#m-7f3", {"expires_at": 5 * 86400}, if_absent=True)

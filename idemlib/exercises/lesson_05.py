@@ -5,30 +5,34 @@ from __future__ import annotations
 from typing import Any
 
 from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
-from idemlib.ids import STRATEGIES, compare_strategies, twin_facts
+from idemlib.ids import SOURCES, judge, make_copies, record, twin_facts
 
-__all__ = ["check_id_strategies"]
+__all__ = ["check_message_id"]
 
 
 @exercise
-def check_id_strategies(answer: Any) -> Feedback:
-    """Lesson 05: which strategy catches every duplicate, which only redeliveries, which drops real payments."""
-    cases = ("catches every duplicate", "catches redeliveries only", "drops real payments")
-    if (missing := blank(answer, f"a dict with the keys {list(cases)}")) is not None:
+def check_message_id(message_id: Any) -> Feedback:
+    """Lesson 05: a function from what a copy carries (its record) to the ID the inbox should trust."""
+    if (missing := blank(message_id, "a function such as def message_id(record): ...")) is not None:
         return missing
-    if not isinstance(answer, dict) or set(answer) != set(cases):
-        return hint(f"Answer with a dict with exactly these keys: {list(cases)}; values among {list(STRATEGIES)}.")
-    measured = compare_strategies(twin_facts(30, twins=2), share=0.3)
-    table = measured.groupby("strategy").sum(numeric_only=True)
-    misses_new_copies = measured[~measured["source of duplicates"].isin(["redelivery", "all at once"])]
-    truth = {
-        "catches every duplicate": table[(table["duplicates missed"] == 0) & (table["real messages dropped"] == 0)].index[0],
-        "catches redeliveries only": misses_new_copies.groupby("strategy")["duplicates caught"].sum().idxmin(),
-        "drops real payments": table["real messages dropped"].idxmax(),
-    }
-    wrong = [case for case in cases if answer[case] != truth[case]]
-    if not wrong:
-        return right("producer IDs catch everything, broker IDs only redeliveries, and a hash of the bytes "
-                      "drops real payments that look alike.")
-    return hint(f"Look again at: {', '.join(wrong)}. Read the table row by row: which strategy has duplicates missed, "
-                 "which has real messages dropped?")
+    if not callable(message_id):
+        return hint("Give a function that takes one copy's record (a dict) and returns its message ID.")
+    facts = twin_facts(30, twins=3, seed=8)
+    copies = make_copies(facts, {source: 0.3 for source in SOURCES if source != "redelivery"}, seed=9)
+    try:
+        ids = [message_id(record(copy)) for copy in copies]
+    except Exception as error:  # the learner's code: any error is worth a hint, not a traceback
+        return hint(f"Calling it on a record such as {record(copies[0])} failed ({type(error).__name__}: {error}).")
+    if any(value is None or value == "" for value in ids):
+        return hint("It returned no ID (None or an empty string) for some copies; every copy needs one.")
+    outcome = judge(message_id, copies, facts, ack_loss_rate=0.2)
+    missed, dropped = outcome["duplicates missed"], outcome["real messages dropped"]
+    if not missed and not dropped:
+        return right(f"{len(copies)} copies of {len(facts)} payments, with lost acks on top: every payment charged once, "
+                     "none twice, none dropped.")
+    if dropped:
+        return hint(f"{dropped} real payment(s) were never charged: two different payment requests got the same ID, so "
+                    "the second looked like a copy of the first. What tells two requests for the same order and "
+                    "amount apart?")
+    return hint(f"{missed} charge(s) too many: copies of one payment request got different IDs, so the inbox took "
+                "each for a new payment. Which field is the same on every copy, however it was copied?")

@@ -11,26 +11,53 @@ from idemlib.http import ChargesApi, Client, serve
 
 __all__ = ["check_http_statuses"]
 
+CASES = ("missing key", "still in progress", "different payload")
 
-@exercise
-def check_http_statuses(answer: Any) -> Feedback:
-    """Lesson 08: the status the IETF draft suggests for each refusal, checked against the running server."""
-    if (missing := blank(answer, 'a dict {"missing key": ..., "still in progress": ..., "different payload": ...}')) is not None:
-        return missing
+
+def _status(value: Any) -> int | None:
+    """A status written as 409, "409", " 409 " or HTTPStatus.CONFLICT, as a number; None if it is not one."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        return None
+    try:
+        return int(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        return None
+
+
+def measured_statuses() -> dict[str, int]:
+    """Each of the three situations provoked against a fresh server, and the status it answered."""
     api = ChargesApi(work_seconds=0.5)
     with serve(api) as server:
         client = Client(server.url)
         charge = {"order_id": 1042, "amount": 40}
         measured = {"missing key": client.post_charge(charge)[0].status}
-        slow = threading.Thread(target=client.post_charge, args=(charge, "k"))
+        slow = threading.Thread(target=client.post_charge, args=(charge, "m-7f3:charge"))
         slow.start()
         time.sleep(0.1)
-        measured["still in progress"] = client.post_charge(charge, key="k")[0].status
+        measured["still in progress"] = client.post_charge(charge, key="m-7f3:charge")[0].status
         slow.join()
-        measured["different payload"] = client.post_charge({"order_id": 1042, "amount": 80}, key="k")[0].status
-    if not isinstance(answer, dict) or set(answer) != set(measured):
-        return hint(f"Answer with a dict with exactly these keys: {sorted(measured)}.")
-    wrong = [case for case in measured if answer[case] != measured[case]]
+        measured["different payload"] = client.post_charge({"order_id": 1042, "amount": 80}, key="m-7f3:charge")[0].status
+    return {case: int(status) for case, status in measured.items() if status is not None}
+
+
+@exercise
+def check_http_statuses(answer: Any) -> Feedback:
+    """Lesson 08: the status the server answers in each refusal, checked against a fresh server."""
+    if (missing := blank(answer, 'a dict {"missing key": ..., "still in progress": ..., "different payload": ...}')) is not None:
+        return missing
+    if not isinstance(answer, dict) or set(answer) != set(CASES):
+        return hint(f"Answer with a dict with exactly these keys: {list(CASES)}, each mapped to a status such as 418.")
+    given = {case: _status(answer[case]) for case in CASES}
+    if None in given.values():
+        unreadable = [case for case, status in given.items() if status is None]
+        return hint(f"Write each status as a number (or a string of digits); could not read: {', '.join(unreadable)}.")
+    measured = measured_statuses()
+    wrong = [case for case in CASES if given[case] != measured.get(case)]
     if not wrong:
-        return right("400, 409 and 422, as the server answered just now.")
-    return hint(f"Not right yet for: {', '.join(wrong)}. Provoke each case against the server and read the status.")
+        return right("The server answered the same just now: a request it cannot serve without a key, one it cannot "
+                     "serve yet, and one it must not serve under that key each get a status of their own.")
+    if len(set(given.values())) < len(CASES):
+        return hint(f"Not right yet for: {', '.join(wrong)}. The three situations get three different statuses: "
+                    "send each request and read the status of its first attempt.")
+    return hint(f"Not right yet for: {', '.join(wrong)}. Send that request to the server yourself and read the status "
+                "of its first attempt (for the retry in progress, the first request must still be running).")

@@ -26,7 +26,8 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS orders (
            order_id        INTEGER PRIMARY KEY,
            paid            INTEGER NOT NULL,
-           last_message_id VARCHAR
+           last_message_id VARCHAR,
+           version         INTEGER
        )""",
 )
 
@@ -105,19 +106,23 @@ class PaymentsSession:
             raise IdReused.for_message(message_id)
         return False
 
-    def charge_order_once(self, order_id: int, amount: int, message_id: str) -> bool:
+    def charge_order_once(self, order_id: int, amount: int, message_id: str, version: int | None = None) -> bool:
         """Charge through the order's own row, remembering only its last message: True if applied.
 
-        The update is conditional on the row's ``last_message_id`` differing from this
-        message's, so a repeat of the latest message changes nothing.
+        Without ``version`` the update is conditional on the row's ``last_message_id``
+        differing from this message's, so a repeat of the latest message changes
+        nothing. With ``version`` (the order's sequence number, carried by the message)
+        the row keeps the highest version applied and the update is conditional on the
+        message being newer, so any older message, a late duplicate or not, changes nothing.
         """
         p = self._p
+        newer = ("orders.version IS NULL OR orders.version < excluded.version" if version is not None
+                 else "orders.last_message_id IS DISTINCT FROM excluded.last_message_id")
         applied = self._run(
-            f"INSERT INTO orders (order_id, paid, last_message_id) VALUES ({p}, {p}, {p}) "
+            f"INSERT INTO orders (order_id, paid, last_message_id, version) VALUES ({p}, {p}, {p}, {p}) "
             "ON CONFLICT (order_id) DO UPDATE SET paid = orders.paid + excluded.paid, "
-            "last_message_id = excluded.last_message_id "
-            "WHERE orders.last_message_id IS DISTINCT FROM excluded.last_message_id RETURNING order_id",
-            (order_id, amount, message_id), rows=True)
+            f"last_message_id = excluded.last_message_id, version = excluded.version WHERE {newer} RETURNING order_id",
+            (order_id, amount, message_id, version), rows=True)
         if applied:
             self.charge(order_id, amount, message_id)
         return bool(applied)

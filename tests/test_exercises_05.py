@@ -1,0 +1,64 @@
+"""Lesson 05's exercise: the ID the inbox should trust, computed from what each copy carries."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+from exercise_bank import Bank, Wrong, bank_tests
+
+
+def request_id(record):
+    return record["request_id"]
+
+
+def prefixed(record):
+    return f"payment/{record['request_id']}"  # a namespaced form of the same ID
+
+
+def request_and_order(record):
+    return f"{record['request_id']}:{record['order_id']}"
+
+
+def content_hash(record):
+    return hashlib.sha256(json.dumps([record["order_id"], record["amount"]]).encode()).hexdigest()
+
+
+def whole_record_hash(record):
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def with_attempt(record):
+    return f"{record['request_id']}#{record['attempt']}"
+
+
+def order_only(record):
+    return str(record["order_id"])
+
+
+def fresh_uuid(record):
+    return str(uuid.uuid4())
+
+
+def missing_field(record):
+    return record["event_id"]
+
+
+BANKS = {
+    "check_message_id": Bank(
+        right=[(request_id,), (prefixed,), (request_and_order,), (lambda r: r["request_id"],)],
+        wrong=[
+            Wrong((content_hash,), "same order and amount"),
+            Wrong((order_only,), "same order and amount"),
+            Wrong((whole_record_hash,), "same on every copy"),
+            Wrong((with_attempt,), "same on every copy"),
+            Wrong((fresh_uuid,), "same on every copy"),
+            Wrong((missing_field,), "KeyError"),
+            Wrong(("req-0007",), "function"),
+            Wrong((lambda record: None,), "no ID"),
+        ],
+    ),
+}
+
+test_bank = bank_tests(BANKS)

@@ -1,0 +1,22 @@
+"""Lesson 06's exercise: an order of deliveries in which a versioned business row charges too little."""
+
+from __future__ import annotations
+
+from exercise_bank import Bank, Wrong, bank_tests
+
+BANKS = {
+    "check_version_order": Bank(
+        right=[(["m-2", "m-1"],), (("m-2", "m-1", "m-1"),), ([" m-2", "m-1 ", "m-2"],)],
+        wrong=[
+            Wrong((["m-1", "m-2", "m-1"],), "never applied"),  # the late duplicate: refused, and rightly
+            Wrong((["m-1", "m-2"],), "never applied"),
+            Wrong((["m-1", "m-1", "m-2", "m-1"],), "never applied"),
+            Wrong((["m-2", "m-2"],), "never applied"),
+            Wrong((["m-1", "m-3"],), "neither"),
+            Wrong(("m-2, m-1",), "list of message IDs"),
+            Wrong(([],), "list of message IDs"),
+        ],
+    ),
+}
+
+test_bank = bank_tests(BANKS)
