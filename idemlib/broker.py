@@ -108,7 +108,9 @@ class Broker:
         self._expire_leases()
         while self._ready:
             position = self._ready.popleft()
-            stored = self._stored[position]
+            stored = self._stored.get(position)
+            if stored is None:
+                continue  # acked late, after its lease ran out and it was queued again: nothing left to deliver
             if stored.deliveries >= self.max_deliveries:
                 self._dead_letter(position, stored)
                 continue

@@ -1,0 +1,108 @@
+"""What the inbox costs, measured on the real engines: per message, and per batch against a raw bulk insert.
+
+All figures here are wall-clock measurements of this machine, best of a few
+runs. They vary from run to run and from machine to machine; the ratios between
+them, taken in the same run on the same messages, are what carries over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from idemlib.batch import BatchSession, consume
+from idemlib.explore import cost_per_message
+from idemlib.handlers import Handler, InboxHandler, NaiveHandler
+from idemlib.messages import Message, parse_charge
+from idemlib.sim import simulate
+from idemlib.stores import PaymentsDatabase, SqlPayments
+from idemlib.stores.sql import Cursor
+
+
+def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages: list[Message],
+                        repeats: int = 3) -> pd.DataFrame:
+    """Milliseconds per message for the naive consumer and the inbox on each engine, and their ratio.
+
+    The same messages, no faults, one run after the other in this process, best of
+    ``repeats``. The simulator's own bookkeeping is in both figures alike.
+    """
+    rows = []
+    for engine, make in engines.items():
+        setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]] = {
+            "naive": lambda make=make: (NaiveHandler(), make()),
+            "inbox": lambda make=make: (InboxHandler(), make()),
+        }
+        costs = cost_per_message(setups, messages, repeats=repeats)
+        rows.append((engine, costs["naive"], costs["inbox"], round(costs["inbox"] / costs["naive"], 2)))
+    return pd.DataFrame(rows, columns=["engine", "naive (ms per message)", "inbox (ms per message)",
+                                       "inbox / naive"]).set_index("engine")
+
+
+class CountingCursor:
+    """A cursor that counts the statements it runs, by their first word (BEGIN, INSERT, COMMIT...)."""
+
+    def __init__(self, cursor: Cursor, counts: dict[str, int]) -> None:
+        self._cursor, self._counts = cursor, counts
+
+    def execute(self, sql: str, parameters: object = ()) -> object:
+        kind = sql.split(None, 1)[0].upper()
+        target = sql.split()[2] if kind == "INSERT" else ""
+        label = f"{kind} {target}".strip()
+        self._counts[label] = self._counts.get(label, 0) + 1
+        return self._cursor.execute(sql, parameters)
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        return self._cursor.fetchall()
+
+
+def statements_per_message(make: Callable[[], SqlPayments], messages: list[Message]) -> pd.DataFrame:
+    """How many statements of each kind the naive consumer and the inbox send per message (no faults)."""
+    table = {}
+    for handler in (NaiveHandler(), InboxHandler()):
+        counts: dict[str, int] = {}
+        database = make()
+        original = database.connect
+        database.connect = lambda: CountingCursor(original(), counts)  # type: ignore[method-assign]
+        simulate(handler, messages, database=database)
+        table[handler.name] = {kind: n / len(messages) for kind, n in counts.items()}
+    return pd.DataFrame(table).fillna(0.0).rename_axis("statement")
+
+
+def _best(make: Callable[[], SqlPayments], run: Callable[[SqlPayments], object], repeats: int) -> float:
+    timings = []
+    for _ in range(repeats):
+        database = make()  # a fresh, empty database, made before the clock starts
+        started = time.perf_counter()
+        run(database)
+        timings.append(time.perf_counter() - started)
+    return min(timings)
+
+
+def raw_bulk_insert(database: SqlPayments, messages: Sequence[Message], batch_size: int) -> None:
+    """The engine's bulk insert of the same payment rows with no inbox and no broker: the ceiling to compare with."""
+    session = BatchSession(database)
+    charges = [parse_charge(message) for message in messages]
+    for start in range(0, len(charges), batch_size):
+        session.begin()
+        session.charge_many([(c.order_id, c.amount, m.label) for c, m in
+                             zip(charges[start:start + batch_size], messages[start:start + batch_size])])
+        session.commit()
+
+
+def batch_throughput(engines: dict[str, Callable[[], SqlPayments]], messages: list[Message],
+                     batch_sizes: Sequence[int], repeats: int = 3) -> pd.DataFrame:
+    """Messages per second of the batched inbox (broker included) and of a raw bulk insert, per engine and batch size.
+
+    Each measurement starts from an empty database, best of ``repeats``.
+    """
+    rows = []
+    for engine, make in engines.items():
+        for size in batch_sizes:
+            inbox = _best(make, lambda database: consume(database, messages, batch_size=size), repeats)
+            raw = _best(make, lambda database: raw_bulk_insert(database, messages, size), repeats)
+            rows.append((engine, size, len(messages) / inbox, len(messages) / raw))
+    frame = pd.DataFrame(rows, columns=["engine", "batch size", "batched inbox (msg/s)", "raw bulk insert (rows/s)"])
+    frame["inbox / raw"] = (frame["batched inbox (msg/s)"] / frame["raw bulk insert (rows/s)"]).round(2)
+    return frame
