@@ -126,13 +126,12 @@ class BatchConsumer:
         if not self.deliveries:
             return bool(taken)
         self._job = self._run(charges)
-        self.step = next(self._job)
+        self._pause_before(next(self._job))
         return True
 
     def advance(self) -> None:
         """Do the pending step, then stop before the next one (or finish, crash, or give the batch back)."""
         assert self._job is not None, "take a batch first"
-        first = self.deliveries[0]
         try:
             upcoming = next(self._job, None)
         except WriteConflict as error:
@@ -143,6 +142,11 @@ class BatchConsumer:
             return self._end()
         if upcoming is None:
             return self._end()
+        self._pause_before(upcoming)
+
+    def _pause_before(self, upcoming: str) -> None:
+        assert self._job is not None
+        first = self.deliveries[0]
         if self.faults.crashes_before(upcoming, first.message_id, first.count):
             was_open = self.session.in_transaction
             self.session.rollback()
@@ -167,8 +171,10 @@ class BatchConsumer:
         yield "commit"
         self.session.commit()
         yield "ack all"
+        # Drawing a lost ack costs a seeded generator per delivery; a plan that loses none skips the draws.
+        may_lose = bool(self.faults.lost_acks) or self.faults.ack_loss_rate > 0
         for delivery in self.deliveries:
-            if self.faults.loses_ack(delivery.message_id, delivery.count):
+            if may_lose and self.faults.loses_ack(delivery.message_id, delivery.count):
                 self._record("ack lost", delivery)
             else:
                 self.broker.ack(delivery)
@@ -180,8 +186,9 @@ class BatchConsumer:
         self._job, self.step, self.deliveries = None, None, []
 
 
-def _setup(database: SqlPayments, messages: Sequence[Message], lease_seconds: float,
+def setup_queue(database: SqlPayments, messages: Sequence[Message], lease_seconds: float,
            max_deliveries: int) -> tuple[VirtualClock, Trace, Broker]:
+    """A fresh clock, trace and broker with ``messages`` published on it, for batched consumers to work."""
     clock = VirtualClock()
     trace = Trace(clock)
     broker = Broker(clock, trace, visibility_timeout=lease_seconds, max_deliveries=max_deliveries)
@@ -195,7 +202,7 @@ def _result(messages: Sequence[Message], database: SqlPayments, clock: VirtualCl
     return RunResult(list(messages), trace.to_frame(), database.payments(), list(broker.dead_letters), clock.now())
 
 
-def _drain(consumer: BatchConsumer, clock: VirtualClock, batch_size: int) -> None:
+def drain(consumer: BatchConsumer, clock: VirtualClock, batch_size: int) -> None:
     """Let ``consumer`` work the queue until it is empty, waiting out leases when nothing is available."""
     broker = consumer.broker
     while not broker.is_empty:
@@ -217,8 +224,8 @@ def consume(database: SqlPayments, messages: Sequence[Message], *, batch_size: i
     """Publish ``messages`` and let one batched-inbox consumer work the queue until it is empty."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    clock, trace, broker = _setup(database, messages, lease_seconds, max_deliveries)
-    _drain(BatchConsumer("consumer A", database, broker, trace, faults or FaultPlan()), clock, batch_size)
+    clock, trace, broker = setup_queue(database, messages, lease_seconds, max_deliveries)
+    drain(BatchConsumer("consumer A", database, broker, trace, faults or FaultPlan()), clock, batch_size)
     return _result(messages, database, clock, trace, broker)
 
 
@@ -261,7 +268,7 @@ def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size
     seen: dict[tuple[str, ...], tuple[int, int, int, int]] = {}
     for a_turns in itertools.combinations(range(2 * steps), steps):
         database.empty()
-        clock, trace, broker = _setup(database, messages, 30.0, 10)
+        clock, trace, broker = setup_queue(database, messages, 30.0, 10)
         a = BatchConsumer("consumer A", database, broker, trace)
         a.take(batch_size)
         clock.advance(broker.visibility_timeout)  # A's leases run out before B takes its batch
@@ -276,7 +283,7 @@ def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size
                 break
             taken.append(f"{mover.name[-1]}:{mover.step}")
             mover.advance()
-        _drain(a, clock, batch_size)
+        drain(a, clock, batch_size)
         result = _result(messages, database, clock, trace, broker)
         outcomes = result.outcomes().value_counts()
         conflicts = int((result.trace["event"] == "conflict").sum())

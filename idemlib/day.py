@@ -38,6 +38,11 @@ DAY_SECONDS = 24 * 3600
 NOON = 12 * 3600
 
 
+def clock_time(seconds: float) -> str:
+    """A moment of the day as a wall clock shows it: 45000 seconds after midnight is ``12:30``."""
+    return f"{int(seconds // 3600):02d}:{int(seconds % 3600 // 60):02d}"
+
+
 @dataclass(frozen=True)
 class Day:
     """How a simulated day goes. Times are seconds since midnight.

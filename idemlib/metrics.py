@@ -101,6 +101,14 @@ def delivery_signals(trace: pd.DataFrame, lease_seconds: float, since: float = 0
     })
 
 
+def compare_signals(traces: dict[str, pd.DataFrame], lease_seconds: float, since: float = 0.0) -> pd.DataFrame:
+    """:func:`delivery_signals` for several runs side by side, with a last row naming each likely cause."""
+    columns = {name: delivery_signals(trace, lease_seconds, since) for name, trace in traces.items()}
+    table = pd.DataFrame(columns).astype(object)
+    table.loc["diagnosis"] = [diagnose(signals) for signals in columns.values()]
+    return table
+
+
 def diagnose(signals: pd.Series) -> str:
     """Name the likely cause of a rise in skips from :func:`delivery_signals`."""
     if signals["lease expiries"] == 0:

@@ -6,7 +6,7 @@ import pytest
 
 from idemlib import Crash, FaultPlan, Message, payment_stream
 from idemlib.batch import STEPS, BatchSession, consume, crash_matrix, interleavings
-from idemlib.costs import raw_bulk_insert
+from idemlib.costs import batch_throughput, bulk_insert
 from idemlib.stores import DuckDBPayments
 
 
@@ -66,10 +66,21 @@ def test_a_poison_message_is_given_back_alone_and_its_batch_goes_through():
     assert [d.message.message_id for d in result.dead_letters] == ["m-bad"]
 
 
-def test_the_raw_bulk_insert_writes_the_same_rows(engine):
+def test_the_bulk_inserts_write_the_same_rows_with_and_without_the_inbox(engine):
     messages = payment_stream(25)
-    raw_bulk_insert(engine, messages, batch_size=10)
-    assert engine.total_charged() == sum(m.body["amount"] for m in messages)
+    owed = sum(m.body["amount"] for m in messages)
+    bulk_insert(engine, messages, batch_size=10, inbox=True)
+    bulk_insert(engine, messages[5:15], batch_size=4, inbox=True)  # a replay: the inbox skips all ten
+    assert engine.total_charged() == owed
+    assert len(engine.processed_ids()) == 25
+    bulk_insert(engine, messages, batch_size=10)  # the raw insert has no memory: it charges again
+    assert engine.total_charged() == 2 * owed
+
+
+def test_the_throughput_table_has_a_row_per_engine_and_size():
+    table = batch_throughput({"DuckDB": DuckDBPayments}, payment_stream(40), [1, 20], repeats=1)
+    assert list(table["batch size"]) == [1, 20]
+    assert (table.filter(like="/s") > 0).all().all()
 
 
 def test_a_batch_size_below_one_is_refused():

@@ -19,3 +19,4 @@ from idemlib.exercises.lesson_04 import *  # noqa: F403
 from idemlib.exercises.lesson_05 import *  # noqa: F403
 from idemlib.exercises.lesson_06 import *  # noqa: F403
 from idemlib.exercises.lesson_08 import *  # noqa: F403
+from idemlib.exercises.lesson_11 import *  # noqa: F403
