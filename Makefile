@@ -34,6 +34,7 @@ student: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_overhead.py
+	$(BIN)/python benchmarks/bench_inbox_cost.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis
