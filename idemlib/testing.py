@@ -70,8 +70,11 @@ def effects(payments: pd.DataFrame, messages: Sequence[Message]) -> dict[str, Ef
 def _describe(message: Message, got: Effect, once: Effect) -> str:
     body = message.body if isinstance(message.body, dict) else {}
     what = f"charge order {body.get('order_id')} ${body.get('amount')}" if body else "its payload"
-    times = lambda effect: f"{effect[0]} time{'' if effect[0] == 1 else 's'}, ${effect[1]}"  # noqa: E731
-    return f"{message.label} ({what}): charged {times(got)}; one delivery charges {times(once)}"
+    return f"{message.label} ({what}): charged {_times(got)}; one delivery charges {_times(once)}"
+
+
+def _times(effect: Effect) -> str:
+    return f"{effect[0]} time{'' if effect[0] == 1 else 's'}, ${effect[1]}"
 
 
 def idempotency_report(
