@@ -39,6 +39,7 @@ grade: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_overhead.py
+	$(BIN)/python benchmarks/bench_inbox_cost.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis

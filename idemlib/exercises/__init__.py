@@ -23,3 +23,4 @@ from idemlib.exercises.lesson_08 import *  # noqa: F403
 from idemlib.exercises.lesson_12 import *  # noqa: F403
 from idemlib.exercises.lesson_10 import *  # noqa: F403
 from idemlib.exercises.lesson_09 import *  # noqa: F403
+from idemlib.exercises.lesson_11 import *  # noqa: F403

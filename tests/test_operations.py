@@ -1,0 +1,63 @@
+"""Lesson 11's other tools: dead-letter replays, the libraries' inbox tables, statement counts, delivery signals."""
+
+from __future__ import annotations
+
+from idemlib import InboxHandler, Message, NaiveHandler, payment_stream
+from idemlib.costs import inbox_against_naive, statements_per_message
+from idemlib.day import NOON, Day, clock_time, run_day
+from idemlib.explore import RUNNING_EXAMPLE
+from idemlib.libraries import LIBRARIES, deliver_twice_to_each
+from idemlib.metrics import compare_signals
+from idemlib.replay import POISON, dead_letter_replay, repair_amount
+from idemlib.stores import DuckDBPayments, SQLitePayments
+
+DAY = [RUNNING_EXAMPLE, POISON, Message.charge("m-8a1", 1044, 15)]
+
+
+def test_the_inbox_charges_a_replayed_dead_letter_once_and_skips_the_one_that_had_committed():
+    table = dead_letter_replay(InboxHandler(), DAY, replays=3)
+    assert "m-9c2 after 5" in table["dead letters"].iloc[0] and "m-7f3 after 5" in table["dead letters"].iloc[0]
+    assert list(table["m-7f3 charged ($)"]) == [40, 40, 40, 40]
+    assert list(table["m-9c2 charged ($)"]) == [0, 25, 25, 25]
+
+
+def test_the_naive_consumer_charges_again_on_every_replay():
+    table = dead_letter_replay(NaiveHandler(), DAY)
+    assert list(table["m-7f3 charged ($)"]) == [200, 240, 280]
+    assert list(table["m-9c2 charged ($)"]) == [0, 25, 50]
+
+
+def test_the_repair_reads_only_whole_dollars_sent_as_text():
+    assert repair_amount({"amount": "25"}) == {"amount": 25}
+    assert repair_amount({"amount": "2.5"}) == {"amount": "2.5"}
+    assert repair_amount("not a body") == "not a body"
+
+
+def test_each_library_table_absorbs_a_second_delivery():
+    table = deliver_twice_to_each()
+    assert list(table["library"]) == [library.library for library in LIBRARIES]
+    assert (table["rows after two deliveries"] == 1).all()
+
+
+def test_the_inbox_sends_one_more_insert_per_message_on_every_engine():
+    for make in (DuckDBPayments, SQLitePayments):
+        counts = statements_per_message(make, payment_stream(10))
+        assert counts["naive"].sum() == 3 and counts["inbox"].sum() == 4
+        assert counts.loc["INSERT processed_messages", "inbox"] == 1
+
+
+def test_the_cost_table_has_a_ratio_per_engine():
+    table = inbox_against_naive({"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}, payment_stream(5), repeats=1)
+    assert list(table.index) == ["DuckDB", "SQLite"]
+    ratio = table["inbox (ms per message)"] / table["naive (ms per message)"]
+    assert (abs(ratio - table["inbox / naive"]) < 0.01 + 0.01 * ratio).all()
+
+
+def test_signals_side_by_side_end_with_a_diagnosis():
+    run = run_day(Day(messages=200, slow_from=NOON))
+    table = compare_signals({"slow": run.trace}, lease_seconds=30.0, since=NOON)
+    assert table.index[-1] == "diagnosis" and "slower than its lease" in table.loc["diagnosis", "slow"]
+
+
+def test_clock_time_reads_like_a_wall_clock():
+    assert clock_time(NOON + 1800) == "12:30" and clock_time(0) == "00:00"
