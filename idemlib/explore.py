@@ -13,7 +13,7 @@ from idemlib.clock import VirtualClock
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import (HANDLERS, BusinessRowHandler, CacheGuardHandler, Handler, IdFirstHandler,
                               InboxHandler)
-from idemlib.messages import Message, parse_charge
+from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
 from idemlib.sim import _advance, _Consumer, _start, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
@@ -52,9 +52,9 @@ def store_matrix(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]
     ``setups`` maps a label to a function returning a new (handler, database) pair.
     """
     rows = []
-    amount = parse_charge(message).amount  # a message no handler can read is refused here, saying why
     for label, setup in setups.items():
         first = setup()  # its handler lists the fault points, and it serves the first run
+        amount = first[0].read(message).amount  # a message the handler cannot read is refused here, saying why
         for number, (fault, plan) in enumerate(fault_points(first[0])):
             handler, database = first if number == 0 else setup()
             total = simulate(handler, [message], faults=plan, database=database).total_charged
@@ -143,7 +143,7 @@ def interleavings(
     """
     database = database or DuckDBPayments()
     steps = len(handler.steps)
-    amount = parse_charge(message).amount  # a message no handler can read is refused here, saying why
+    amount = handler.read(message).amount  # a message the handler cannot read is refused here, saying why
     seen: dict[tuple[str, ...], tuple[int, ...]] = {}
     every = (["A" if turn in a_turns else "B" for turn in range(2 * steps)]
              for a_turns in itertools.combinations(range(2 * steps), steps))

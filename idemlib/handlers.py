@@ -66,6 +66,11 @@ class Handler:
     def run(self, ctx: Context) -> Steps:
         raise NotImplementedError
 
+    def read(self, message: Message) -> Charge:
+        """What this handler reads from ``message``: its amount above all (the explorers count effects
+        with it). Raises :class:`~idemlib.messages.BadMessage`, saying why, for a message it cannot read."""
+        return parse_charge(message)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}: {' → '.join(self.steps)}>"
 
