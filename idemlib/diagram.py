@@ -24,10 +24,11 @@ WIDTH = 960
 FONT = "font-family:'DejaVu Sans',Verdana,Arial,sans-serif"
 INK, MUTED, PAPER = "#000000", "#555555", "#ffffff"
 # Okabe-Ito, chosen to stay apart for the common kinds of colour blindness.
-ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE = (
-    "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
+OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
+ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE = OKABE_ITO
 TINT = {ORANGE: "#FBECCC", SKY: "#DDF0FB", GREEN: "#CCECE3", YELLOW: "#FCF9D9", VERMILLION: "#F7DFCC",
         PURPLE: "#F5E4EE", BLUE: "#CCE3F0", MUTED: "#EEEEEE"}
+"""Each colour mixed with white, for fills that keep black text readable."""
 
 QUEUE_STATES = {  # state: (colour, glyph, words); the words carry the meaning without colour
     "waiting": (BLUE, "◷", "waiting"),
@@ -67,7 +68,7 @@ def queue_words(entry: QueueEntry) -> str:
         left = f", {entry.lease_left:g} s left" if entry.lease_left is not None else ""
         return f"leased to {entry.holder}{left}"
     if entry.state == "dead-lettered":
-        return f"dead-lettered after {entry.deliveries} deliveries"
+        return f"dead-lettered, after {entry.deliveries} deliveries"
     if entry.state == "waiting" and entry.deliveries:
         return f"waiting again, {entry.deliveries} {'delivery' if entry.deliveries == 1 else 'deliveries'} so far"
     return QUEUE_STATES.get(entry.state, (MUTED, "?", entry.state))[2]

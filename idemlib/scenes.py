@@ -249,7 +249,8 @@ def scenes_of(
         _apply(world, row, who, mid, event, detail, n, key_of_charge, charge_ids)
         if not messages:
             owed_ids.extend(m for m in [mid] if event == "published" and m not in owed_ids)
-        owed = [amounts.get(m, (None, None))[1] for m in owed_ids]
+        # A message with no valid amount owes nothing; one whose amount was never seen leaves the sum unknown.
+        owed = [amounts.get(m, (None, None))[1] or (0 if messages else None) for m in owed_ids]
         scenes.append(Scene(
             number, float(row["time"]), event, who, mid, describe(row),
             tuple(_with_lease_left(e, world, float(row["time"])) for e in world.queue),
