@@ -187,7 +187,7 @@ def _database(scene: Scene, x: float, y: float, w: float) -> tuple[list[str], fl
 def _provider(scene: Scene, x: float, y: float, w: float) -> tuple[list[str], float]:
     keys = scene.provider_keys or ()
     parts = [_text(x + 12, y + 22, "payment provider", size=17, weight="bold"),
-             _text(x + 12, y + 42, f"charges made: {scene.provider_charges}", size=14)]
+             _text(x + 12, y + 42, f"charges made: {scene.provider_charges} (card charged ${scene.card_charged})", size=14)]
     top = y + 50
     for key in keys[-MAX_ROWS:]:
         tag = {"new": "NEW: first result stored", "replayed": "↺ replayed, no new charge"}.get(key.used, "")
@@ -265,7 +265,7 @@ def alt_text(scene: Scene) -> str:
         f"{', ' + c.status if c.status not in ('working', 'idle') else ''}" for c in scene.consumers)
     rows = "; ".join(f"{r.table}: {row_words(r)}, {row_state(r).lstrip('✓✕… ')}" for r in scene.rows) or "no rows"
     keys = "" if scene.provider_keys is None else (
-        f" Provider: {scene.provider_charges} charges made; keys "
+        f" Provider: {scene.provider_charges} charges made, ${scene.card_charged} taken from the card; keys "
         + (", ".join(f"{k.key} ({k.charge_id}{', ' + k.used if k.used != 'stored' else ''})" for k in scene.provider_keys)
            or "none") + ".")
     return (f"Event {scene.number + 1} of {scene.count}, t = {scene.time:g} s: {scene.sentence} Queue: {queue}. "

@@ -133,6 +133,8 @@ class Scene:
     owed: int | None
     provider_keys: tuple[StoredKey, ...] | None = None
     provider_charges: int = 0
+    card_charged: int = 0
+    """Dollars the provider's charges took from the card, committed locally or not."""
     ack: str | None = None
     """``acked`` or ``ack lost`` when this event is an ack on its way from ``actor`` to the broker."""
     count: int = 1
@@ -187,6 +189,7 @@ class _World:
     rows: list[Row] = field(default_factory=list)
     keys: list[StoredKey] = field(default_factory=list)
     charges_made: int = 0
+    card_charged: int = 0
 
     def entry(self, mid: str, *states: str, holder: str | None = None) -> int | None:
         for index, entry in enumerate(self.queue):
@@ -257,7 +260,7 @@ def scenes_of(
             tuple(world.consumers.values()), tuple(world.rows), int(row["total charged"]),
             None if None in owed else sum(a for a in owed if a is not None),
             tuple(world.keys) if provider is not None or "provider answered" in set(trace["event"]) else None,
-            world.charges_made, event if event in ("acked", "ack lost") else None, len(trace),
+            world.charges_made, world.card_charged, event if event in ("acked", "ack lost") else None, len(trace),
         ))
     return scenes
 
@@ -343,6 +346,7 @@ def _apply(world: _World, row: pd.Series, who: str, mid: str, event: str, detail
         if detail.startswith("2") and "replayed" not in detail:
             charge = charge_ids[world.charges_made] if world.charges_made < len(charge_ids) else None
             world.charges_made += 1
+            world.card_charged += world.amounts.get(mid, (None, None))[1] or 0
             key = key_of_charge.get(charge) if charge else None
             if key is not None and charge is not None:
                 world.keys.append(StoredKey(key, charge, mid, "new"))

@@ -103,11 +103,12 @@ class StepThrough:
         else:
             self.scenes = scenes_of(run.trace, run.messages, run.provider, steps=steps, lease_seconds=lease_seconds)
         self.view = widgets.HTML()
-        last = len(self.scenes) - 1
-        self.slider = widgets.IntSlider(value=0, min=0, max=last, description="event", continuous_update=True)
-        self.play = widgets.Play(value=0, min=0, max=last, interval=1200, description="play")
+        # Counted from 1, as the picture's "event 3 of 14" is.
+        count = len(self.scenes)
+        self.slider = widgets.IntSlider(value=1, min=1, max=count, description="event", continuous_update=True)
+        self.play = widgets.Play(value=1, min=1, max=count, interval=1200, description="play")
         widgets.jslink((self.play, "value"), (self.slider, "value"))
-        self.slider.observe(lambda change: self._show(change["new"]), names="value")
+        self.slider.observe(lambda change: self._show(change["new"] - 1), names="value")
         self._show(0)
         heading = widgets.HTML(f"<b>{html.escape(title)}</b>") if title else widgets.HTML()
         self.widget = widgets.VBox([heading, widgets.HBox([self.play, self.slider]), self.view])
@@ -115,12 +116,12 @@ class StepThrough:
     @property
     def position(self) -> int:
         """The number of the frame on show, from 0."""
-        return self.slider.value
+        return self.slider.value - 1
 
     def step(self, by: int = 1) -> Scene:
         """Move ``by`` events (back when negative), stopping at either end; returns the scene now shown."""
-        self.slider.value = max(0, min(len(self.scenes) - 1, self.slider.value + by))
-        return self.scenes[self.slider.value]
+        self.slider.value = max(1, min(len(self.scenes), self.slider.value + by))
+        return self.scenes[self.position]
 
     def _show(self, index: int) -> None:
         self.view.value = _frame_html(frame_svg(self.scenes[index], label="live"), self.scenes[index])

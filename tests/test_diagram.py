@@ -132,7 +132,7 @@ def test_the_provider_keeps_the_key_and_replays_the_first_result():
     assert keys == [{"m-7f3:charge": "new"}, {"m-7f3:charge": "replayed"}]
     replay = parse(scene_at(scenes, "provider answered", 1))
     assert current_steps(replay) == {"consumer A": ("call provider", "todo")}
-    assert "charges made: 1" in words(replay) and "↺ replayed, no new charge" in words(replay)
+    assert "charges made: 1 (card charged $40)" in words(replay) and "↺ replayed, no new charge" in words(replay)
     lost = parse(scene_at(scenes, "response lost"))
     assert current_steps(lost) == {"consumer A": ("call provider", "failed")}
     assert messages(lost) == {"m-7f3": "waiting"}  # given back at once, not after the lease

@@ -35,12 +35,12 @@ def test_the_player_shows_the_picture_of_the_event_with_its_sentence_under_it(ru
 
 def test_the_slider_drives_the_picture_and_stops_at_either_end(run):
     player = StepThrough(run, "naive consumer")
-    player.slider.value = 6
+    player.slider.value = 7  # the slider counts from 1, as the picture does
     assert shown_svg(player).get("data-event") == "lease expired"
     player.step(-100)
     assert player.position == 0 and shown_svg(player).get("data-event") == "published"
     player.step(1000)
-    assert player.position == len(player.scenes) - 1 == player.play.max
+    assert player.position == len(player.scenes) - 1 and player.slider.value == player.play.max == len(player.scenes)
     assert "$40 too much" in player.view.value
 
 
