@@ -29,7 +29,7 @@ STEP_WORDS = {
 }
 STEP_DONE = {"step", "charged", "committed"}
 """Events that mark the end of a consumer's step; the step's name is in ``detail``."""
-ROLLBACKS = {"rolled back", "conflict", "rejected", "provider failed", "response lost"}
+ROLLBACKS = {"rolled back", "conflict", "rejected", "provider failed", "response lost", "failed"}
 """Events after which the consumer's open transaction is gone, its writes undone."""
 UNWRITTEN_STEPS = {"begin", "commit", "ack"}
 """Steps a duplicate still does; every other step left after ``duplicate skipped`` is skipped."""
@@ -56,6 +56,7 @@ def describe(row: pd.Series) -> str:
         "provider answered": f"The payment provider answers {who}'s call for {mid}: {detail}.",
         "provider failed": f"{who}'s call to the provider fails: {detail}",
         "response lost": f"{who} gets no answer from the provider for {mid}, so it gives the message back.",
+        "failed": f"{who}'s step fails: {detail}",
     }
     return sentences.get(row["event"], f"{who}: {row['event']} {detail}".strip())
 
@@ -247,7 +248,9 @@ def scenes_of(
     scenes = []
     for number, (_, row) in enumerate(trace.iterrows()):
         who, mid, event, detail, n = row["actor"], row["message_id"], row["event"], str(row["detail"]), int(row["delivery"])
-        world.rows = [replace(r, new=False) for r in world.rows if r.state != "undone"]
+        # Undone rows show for one frame, or two when the simulator also records the rollback itself.
+        world.rows = [replace(r, new=False) for r in world.rows
+                      if r.state != "undone" or (event == "rolled back" and r.writer == who)]
         world.keys = [replace(k, used="stored") for k in world.keys]
         _apply(world, row, who, mid, event, detail, n, key_of_charge, charge_ids)
         if not messages:

@@ -51,6 +51,14 @@ def words(svg: ET.Element) -> str:
     return " ".join(t.text or "" for t in svg.iter(f"{SVG}text"))
 
 
+def with_event(trace: pd.DataFrame, after: int, event: str, detail: str = "") -> pd.DataFrame:
+    """The trace with one more event by the same actor right after row ``after``, as a newer simulator records."""
+    added = trace.iloc[after].copy()
+    added["event"], added["detail"] = event, detail
+    joined = pd.concat([trace.iloc[: after + 1], added.to_frame().T, trace.iloc[after + 1:]], ignore_index=True)
+    return joined.astype(trace.dtypes.to_dict())
+
+
 def scene_at(scenes, event, nth=0):
     return [s for s in scenes if s.event == event][nth]
 
@@ -121,6 +129,10 @@ def test_two_consumers_race_and_the_loser_is_undone_at_commit_on_duckdb():
     assert current_steps(conflict) == {"consumer A": ("ack", "done"), "consumer B": ("commit", "failed")}
     assert rows(conflict, "processed_messages") == [("m-7f3", "committed", False), ("m-7f3", "undone", True)]
     assert total(conflict) == (40, 40)
+    # A simulator that also records the rollback after a failed step keeps the undone rows in that frame too.
+    trace = with_event(run.trace, int(run.trace.index[run.trace["event"] == "conflict"][0]), "rolled back")
+    rolled = parse(scene_at(scenes_of(trace, run.messages), "rolled back"))
+    assert rows(rolled, "payments") == [("m-7f3", "committed", False), ("m-7f3", "undone", False)]
 
 
 def test_the_provider_keeps_the_key_and_replays_the_first_result():
@@ -149,11 +161,7 @@ def test_a_message_that_always_fails_is_dead_lettered():
 
 def test_an_event_the_diagram_does_not_know_keeps_its_own_words(lost_ack):
     run = simulate(InboxHandler(), [RUNNING_EXAMPLE], watch_total=True)
-    trace = run.trace.copy()
-    blocked = trace.iloc[3].copy()
-    blocked["event"], blocked["detail"] = "blocked", "m-7f3 is in progress elsewhere; backing off"
-    trace = pd.concat([trace.iloc[:4], blocked.to_frame().T, trace.iloc[4:]], ignore_index=True)
-    scenes = scenes_of(trace.astype(run.trace.dtypes.to_dict()), run.messages)
+    scenes = scenes_of(with_event(run.trace, 3, "blocked", "m-7f3 is in progress elsewhere; backing off"), run.messages)
     shown = scene_at(scenes, "blocked")
     assert shown.sentence == "consumer A: blocked m-7f3 is in progress elsewhere; backing off"
     assert "blocked" in words(parse(shown))
