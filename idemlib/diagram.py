@@ -148,7 +148,8 @@ def row_state(row: Row) -> str:
         row.state, row.state)
 
 
-def _table(name: str, key: str, rows: list[Row], x: float, y: float, w: float) -> tuple[list[str], float]:
+def _table(name: str, key: str, rows: list[Row], x: float, y: float, w: float,
+           duplicate: str | None = None) -> tuple[list[str], float]:
     parts = [_text(x, y + 16, f"{name}  ", size=15, weight="bold"), _text(x + w, y + 16, key, size=12, fill=MUTED, anchor="end")]
     top = y + 24
     hidden = max(0, len(rows) - MAX_ROWS)
@@ -156,17 +157,18 @@ def _table(name: str, key: str, rows: list[Row], x: float, y: float, w: float) -
         parts.append(_text(x + 6, top + 14, f"+ {hidden} earlier rows", size=12, fill=MUTED))
         top += 20
     for row in rows[hidden:]:
-        colour = VERMILLION if row.state == "undone" else ORANGE if row.state == "pending" else GREEN
+        found = row.message_id == duplicate and row.state == "committed"
+        colour = VERMILLION if row.state == "undone" or found else ORANGE if row.state == "pending" else GREEN
         parts.append(f'<g class="row" data-table={quoteattr(row.table)} data-id={quoteattr(row.message_id)} '
                      f'data-state={quoteattr(row.state)}' + (' data-new="true">' if row.new else ">"))
         parts.append(_box(x, top, w, 26, stroke=colour, fill=TINT[YELLOW] if row.new else PAPER,
-                          width=2.5 if row.new else 1.2, dash="6 3" if row.state == "pending" else "", rx=3))
+                          width=2.5 if row.new or found else 1.2, dash="6 3" if row.state == "pending" else "", rx=3))
         parts.append(_text(x + 8, top + 18, _short(row_words(row), 22), size=13, weight="bold" if row.new else "normal"))
         if row.state == "undone":
             parts.append(f'<line x1="{x + 4:g}" y1="{top + 13:g}" x2="{x + w / 2:g}" y2="{top + 13:g}" '
                          f'stroke="{VERMILLION}" stroke-width="2.5"/>')
-        parts.append(_text(x + w - 6, top + 18, row_state(row) + (" · NEW" if row.new and row.state != "undone" else ""),
-                           size=12, weight="bold" if row.new else "normal", anchor="end"))
+        tag = "✕ duplicate key: skip" if found else row_state(row) + (" · NEW" if row.new and row.state != "undone" else "")
+        parts.append(_text(x + w - 6, top + 18, tag, size=12, weight="bold" if row.new or found else "normal", anchor="end"))
         parts.append("</g>")
         top += 30
     if not rows:
@@ -180,7 +182,8 @@ def _database(scene: Scene, x: float, y: float, w: float) -> tuple[list[str], fl
     payments, bottom = _table("payments", "order · amount · message ID", [r for r in scene.rows if r.table == "payments"],
                               x + 12, y + 32, w - 24)
     processed, bottom = _table("processed_messages", "UNIQUE",
-                               [r for r in scene.rows if r.table == "processed_messages"], x + 12, bottom + 6, w - 24)
+                               [r for r in scene.rows if r.table == "processed_messages"], x + 12, bottom + 6, w - 24,
+                               scene.message_id if scene.event == "duplicate skipped" else None)
     return [_box(x, y, w, bottom + 10 - y, stroke=INK), *parts, *payments, *processed], bottom + 10
 
 

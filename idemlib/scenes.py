@@ -325,9 +325,11 @@ def _apply(world: _World, row: pd.Series, who: str, mid: str, event: str, detail
         world.skipping.add(who)
         consumer = world.consumers.get(who)
         if consumer:
-            world.consumers[who] = replace(consumer, status="duplicate: skips the work", steps=tuple(
-                replace(s, state="skipped") if s.state == "todo" and s.name not in UNWRITTEN_STEPS else s
-                for s in consumer.steps))
+            # The duplicate shows during the step in progress (the first not yet done); the writes after it are skipped.
+            doing = world.next_step(who)
+            world.consumers[who] = replace(consumer, status="duplicate: skips the work", current=doing, steps=tuple(
+                replace(s, state="skipped") if s.state == "todo" and s.name not in UNWRITTEN_STEPS and s.name != doing
+                else s for s in consumer.steps))
     elif event == "crashed":
         world.set_step(who, detail.removeprefix("before "), "crashed")
         # The process is dead; its open transaction is undone by the "rolled back" that follows.

@@ -113,7 +113,9 @@ def test_a_crash_rolls_both_writes_back_and_a_duplicate_is_skipped():
     assert rows(parse(scenes[scenes.index(scene_at(scenes, "rolled back")) + 1]), "payments") == []
     skipped = parse(scene_at(scenes, "duplicate skipped"))
     states = {g.get("data-step"): g.get("data-state") for g in skipped.iter(f"{SVG}g") if g.get("class") == "step"}
-    assert states["charge"] == "skipped" and states["commit"] == "todo"
+    assert states == {"begin": "done", "record id": "todo", "charge": "skipped", "commit": "todo", "ack": "todo"}
+    assert current_steps(skipped) == {"consumer A": ("record id", "todo")}
+    assert "✕ duplicate key: skip" in words(skipped) and rows(skipped, "payments") == [("m-7f3", "committed", False)]
     last = parse(scenes[-1])
     assert rows(last, "payments") == [("m-7f3", "committed", False)] and total(last) == (40, 40)
     assert "✓ charged once" in words(last)
