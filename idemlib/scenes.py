@@ -253,8 +253,8 @@ def scenes_of(
                       if r.state != "undone" or (event == "rolled back" and r.writer == who)]
         world.keys = [replace(k, used="stored") for k in world.keys]
         _apply(world, row, who, mid, event, detail, n, key_of_charge, charge_ids)
-        if not messages:
-            owed_ids.extend(m for m in [mid] if event == "published" and m not in owed_ids)
+        if not messages and event == "published" and mid not in owed_ids:
+            owed_ids.append(mid)
         # A message with no valid amount owes nothing; one whose amount was never seen leaves the sum unknown.
         owed = [amounts.get(m, (None, None))[1] or (0 if messages else None) for m in owed_ids]
         scenes.append(Scene(
