@@ -38,6 +38,8 @@ QUEUE_STATES = {  # state: (colour, glyph, words); the words carry the meaning w
 }
 STEP_MARKS = {"todo": ("○", MUTED), "done": ("✓", GREEN), "skipped": ("–", MUTED), "crashed": ("✕", VERMILLION),
               "failed": ("✕", VERMILLION)}
+TROUBLE = ("crashed", "gives the message back", "lost")
+"""Words in a consumer's status that mark something gone wrong, drawn in vermillion (the words say it too)."""
 MAX_QUEUE, MAX_ROWS = 7, 6
 QUEUE_W, CONSUMER_X, CONSUMER_W, DB_X, DB_W = 200, 300, 290, 618, 332
 
@@ -113,8 +115,8 @@ def _consumer(view: ConsumerView, scene: Scene, x: float, y: float, w: float) ->
              _text(x + 12, y + 42, f"holds {view.message_id} · delivery {view.delivery}" if view.message_id else "idle",
                    size=13, fill=MUTED),
              _text(x + 12, y + 60, _short(view.status, 38), size=13,
-                   fill=VERMILLION if view.status.startswith(("crashed", "conflict", "rejected", "provider", "response"))
-                   else INK, weight="bold" if view.status != "working" else "normal")]
+                   fill=VERMILLION if any(word in view.status for word in TROUBLE) else INK,
+                   weight="bold" if view.status != "working" else "normal")]
     top = y + 70
     for step in view.steps:
         glyph, colour = STEP_MARKS.get(step.state, ("?", MUTED))
