@@ -286,7 +286,7 @@ def frame_svg(scene: Scene, *, label: str = "frame") -> str:
     top, consumer_y = 10.0, {}
     for view in scene.consumers:
         drawn, bottom = _consumer(view, scene, CONSUMER_X, top, CONSUMER_W)
-        consumer_y[view.name] = top + 30
+        consumer_y[view.name] = top + 95  # below the heading, where the gap is clear
         parts += drawn
         top = bottom + 12
     if not scene.consumers:

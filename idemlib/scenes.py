@@ -299,6 +299,9 @@ def _apply(world: _World, row: pd.Series, who: str, mid: str, event: str, detail
         index = world.entry(mid, "leased")
         if index is not None:
             world.queue[index] = replace(world.queue[index], state="waiting", holder=None)
+        for name, consumer in world.consumers.items():  # a slow consumer works on, not knowing
+            if consumer.message_id == mid and consumer.delivery == n and consumer.status == "working":
+                world.consumers[name] = replace(consumer, status="working on; its lease ran out")
     elif event == "acked":
         index = world.entry(mid, "leased", holder=who)
         index = world.entry(mid, "leased", "waiting") if index is None else index

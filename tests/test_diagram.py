@@ -127,6 +127,7 @@ def test_two_consumers_race_and_the_loser_is_undone_at_commit_on_duckdb():
     scenes = scenes_of(run.trace, run.messages)
     handover = parse(scene_at(scenes, "delivered", 1))
     assert messages(handover) == {"m-7f3": "leased"} and "leased to consumer B," in words(handover)
+    assert "working on; its lease ran out" in words(handover)  # consumer A, still on m-7f3
     conflict = parse(scene_at(scenes, "conflict"))
     assert current_steps(conflict) == {"consumer A": ("ack", "done"), "consumer B": ("commit", "failed")}
     assert rows(conflict, "processed_messages") == [("m-7f3", "committed", False), ("m-7f3", "undone", True)]
