@@ -38,7 +38,7 @@ QUEUE_STATES = {  # state: (colour, glyph, words); the words carry the meaning w
 }
 STEP_MARKS = {"todo": ("○", MUTED), "done": ("✓", GREEN), "skipped": ("–", MUTED), "crashed": ("✕", VERMILLION),
               "failed": ("✕", VERMILLION)}
-TROUBLE = ("crashed", "gives the message back", "lost")
+TROUBLE = ("crashed", "gives the message back", "lost", "ran out")
 """Words in a consumer's status that mark something gone wrong, drawn in vermillion (the words say it too)."""
 MAX_QUEUE, MAX_ROWS = 7, 6
 QUEUE_W, CONSUMER_X, CONSUMER_W, DB_X, DB_W = 200, 300, 290, 618, 332
