@@ -3,22 +3,18 @@
 The defaults live in ``jupyter/overrides.json``; ``make lab`` and ``make test``
 install them as the venv's JupyterLab ``settings/overrides.json`` (never into the
 user's home). The test asks a real JupyterLab server from this environment what it
-serves, with an empty user-settings folder, as on a learner's first start.
+serves, with a fresh user-settings folder, as on a learner's first start.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
-import pytest
 from jupyterlab.commands import get_app_dir
+
+from test_browser import jupyterlab  # noqa: F401 - the course's JupyterLab server, started as a learner's would be
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_SETTINGS = ROOT / "jupyter" / "overrides.json"
@@ -32,37 +28,8 @@ def test_the_course_settings_are_installed_where_this_jupyterlab_reads_them():
         "the installed JupyterLab settings are stale: run `make lab` or `make test` to reinstall them")
 
 
-@pytest.fixture
-def lab_server(tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    token = "course-settings-test"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
-         f"--LabApp.user_settings_dir={tmp_path / 'settings'}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
-         *(["--allow-root"] if os.geteuid() == 0 else [])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail("JupyterLab did not start within 60 s")
-                time.sleep(0.5)
-        yield base, token
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
-
-
-def test_a_first_start_never_asks_about_jupyter_news_nor_checks_for_updates(lab_server):
-    base, token = lab_server
+def test_a_first_start_never_asks_about_jupyter_news_nor_checks_for_updates(jupyterlab):
+    base, token = jupyterlab.split("/lab/")[0], jupyterlab.split("token=")[1]
     with urllib.request.urlopen(f"{base}/lab/api/settings/{NOTIFICATION}?token={token}", timeout=10) as answer:
         served = json.load(answer)
     properties = served["schema"]["properties"]
