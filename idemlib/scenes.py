@@ -253,6 +253,7 @@ def scenes_of(
                       if r.state != "undone" or (event == "rolled back" and r.writer == who)]
         world.keys = [replace(k, used="stored") for k in world.keys]
         _apply(world, row, who, mid, event, detail, n, key_of_charge, charge_ids)
+        _reconcile(world, int(row["total charged"]), who, mid)
         if not messages and event == "published" and mid not in owed_ids:
             owed_ids.append(mid)
         # A message with no valid amount owes nothing; one whose amount was never seen leaves the sum unknown.
@@ -266,6 +267,19 @@ def scenes_of(
             world.charges_made, world.card_charged, event if event in ("acked", "ack lost") else None, len(trace),
         ))
     return scenes
+
+
+def _reconcile(world: _World, total: int, who: str, mid: str) -> None:
+    """Add the payment a handler committed under a step this module has no name for (the total says it happened).
+
+    The rows are read from step names (``charge``, ``record id``); a handler with
+    other steps still moves the committed total, and that move is drawn as the row it is.
+    """
+    committed = [r.amount for r in world.rows if r.table == "payments" and r.state == "committed"]
+    known = [amount for amount in committed if amount is not None]
+    if len(known) < len(committed) or total <= sum(known):
+        return
+    world.rows.append(Row("payments", mid, who, world.amounts.get(mid, (None, None))[0], total - sum(known), "committed"))
 
 
 def _lease_seconds(trace: pd.DataFrame) -> float | None:

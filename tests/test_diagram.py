@@ -10,8 +10,8 @@ import pytest
 from idemlib import Crash, FaultPlan, InboxHandler, LostAck, Message, NaiveHandler, RUNNING_EXAMPLE, simulate
 from idemlib.diagram import OKABE_ITO, TINT, alt_text, frame_svg
 from idemlib.faults import LostResponse
-from idemlib.handlers import ProviderHandler
-from idemlib.messages import payment_stream
+from idemlib.handlers import Context, Handler, ProviderHandler, Steps
+from idemlib.messages import parse_charge, payment_stream
 from idemlib.provider import PaymentProvider
 from idemlib.scenes import scenes_of, steps_of
 
@@ -168,6 +168,32 @@ def test_an_event_the_diagram_does_not_know_keeps_its_own_words(lost_ack):
     shown = scene_at(scenes, "blocked")
     assert shown.sentence == "consumer A: blocked m-7f3 is in progress elsewhere; backing off"
     assert "blocked" in words(parse(shown))
+
+
+class SettleHandler(Handler):
+    """A handler whose steps the diagram has no words for: it charges and commits in one step called ``settle``."""
+
+    steps = ("settle", "ack")
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        yield "settle"
+        ctx.db.begin()
+        ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
+        ctx.db.commit()
+        yield "ack"
+        ctx.ack()
+
+
+def test_a_payment_made_under_a_step_of_another_name_is_still_drawn_from_the_total():
+    run = simulate(SettleHandler(), [RUNNING_EXAMPLE], faults=FaultPlan(lost_acks=[LostAck()]), watch_total=True)
+    for scenes in (scenes_of(run.trace, run.messages), scenes_of(run.trace)):
+        settled = parse(scene_at(scenes, "step"))
+        assert current_steps(settled) == {"consumer A": ("settle", "done")}
+        assert rows(settled, "payments") == [("m-7f3", "committed", True)]
+        assert "1042 · $40 · m-7f3" in words(settled) or "? · $40 · m-7f3" in words(settled)
+        assert rows(parse(scenes[-1]), "payments") == [("m-7f3", "committed", False)] * 2
+        assert total(parse(scenes[-1]))[0] == 80
 
 
 def test_a_busy_run_draws_every_frame_and_folds_the_long_queue():
