@@ -234,14 +234,16 @@ def scenes_of(
     ``messages`` give each payment row its order and amount and say what is owed;
     without them both are read from how each commit moved the total. ``provider``
     (the run's own) names the idempotency keys it stored. ``lease_seconds`` is the
-    broker's visibility timeout; without it, it is read from the first lease that ran out.
+    broker's visibility timeout; without it, it is what the broker noted on the trace,
+    or else how long the first lease that ran out lasted.
     """
     if trace.empty:
         raise ValueError("this trace has no events: simulate at least one message before stepping through it")
     if trace["total charged"].isna().any():
         raise ValueError("this trace has no running total; run the simulation with watch_total=True")
     amounts = amounts_of(trace, messages)
-    world = _World(tuple(steps) if steps else steps_of(trace), amounts, lease_seconds or _lease_seconds(trace))
+    lease_seconds = lease_seconds or trace.attrs.get("lease seconds") or _lease_seconds(trace)
+    world = _World(tuple(steps) if steps else steps_of(trace), amounts, lease_seconds)
     key_of_charge = {charge: key for key, charge in (provider.stored_keys() if provider else {}).items() if charge}
     charge_ids = [c["id"] for c in provider.charges] if provider is not None else []
     owed_ids = list(dict.fromkeys(m.label for m in messages)) if messages else []

@@ -151,6 +151,7 @@ def test_the_provider_keeps_the_key_and_replays_the_first_result():
     lost = parse(scene_at(scenes, "response lost"))
     assert current_steps(lost) == {"consumer A": ("call provider", "failed")}
     assert messages(lost) == {"m-7f3": "waiting"}  # given back at once, not after the lease
+    assert "27 s left" in words(replay)  # no lease ran out: the broker noted its length on the trace
 
 
 def test_a_message_that_always_fails_is_dead_lettered():
