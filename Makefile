@@ -10,6 +10,9 @@ export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 export MPLBACKEND := Agg
 # JupyterLab refuses to start as root unless told; containers and CI often are root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+# The course's JupyterLab defaults (no "get Jupyter news?" pop-up on first start), installed
+# into the venv's own JupyterLab settings, never the user's home.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
 .PHONY: lab test bench html student grade clean
 
@@ -20,10 +23,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-lab: $(STAMP)
+$(LAB_SETTINGS): jupyter/overrides.json $(STAMP)
+	install -D -m 644 jupyter/overrides.json $@
+
+lab: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb $(ROOT_FLAG) $(LAB_ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 html: $(STAMP)

@@ -103,6 +103,7 @@ class Broker:
         self.trace = trace
         self.visibility_timeout = visibility_timeout
         self.max_deliveries = max_deliveries
+        trace.lease_seconds = visibility_timeout
         self.dead_letters: list[DeadLetter] = []
         self._stored: list[_Stored] = []  # by position; acked and dead-lettered messages stay, marked
         self._ready: deque[int] = deque()

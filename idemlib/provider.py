@@ -165,6 +165,10 @@ class PaymentProvider:
             return self._work(parameters, stored)  # v2: run the failed work again, to completion
         return Response(stored.response.status, stored.response.body, replayed=True)
 
+    def stored_keys(self) -> dict[str, str | None]:
+        """Each idempotency key the provider keeps, with the ID of the charge its first result made (None if none)."""
+        return {key: stored.response.body.get("id") if stored.response else None for key, stored in self._keys.items()}
+
     def begin(self, key: str, *, order_id: int, amount: int) -> None:
         """Register ``key`` as in progress without finishing it: a first request still being processed."""
         self._keys[key] = _Stored({"order_id": order_id, "amount": amount}, self.clock.now())

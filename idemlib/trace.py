@@ -25,6 +25,8 @@ class Trace:
     total_charged: Callable[[], int] | None = None
     """When given, each event also records the committed total read from the database at that moment."""
     rows: list[tuple[float, str, str, str, int, str, int | None]] = field(default_factory=list)
+    lease_seconds: float | None = None
+    """How long the broker's leases last, when a broker records on this trace; step-throughs count them down."""
 
     def record(
         self, actor: str, event: str, message_id: str, delivery: int = 0, detail: str = "", *, at: float | None = None
@@ -36,4 +38,7 @@ class Trace:
 
     def to_frame(self) -> pd.DataFrame:
         """The events as a DataFrame, one row each, in the order they happened."""
-        return pd.DataFrame(self.rows, columns=TRACE_COLUMNS)
+        frame = pd.DataFrame(self.rows, columns=TRACE_COLUMNS)
+        if self.lease_seconds is not None:
+            frame.attrs["lease seconds"] = self.lease_seconds
+        return frame
