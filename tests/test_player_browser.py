@@ -7,36 +7,14 @@ output, with no kernel behind it. Needs Debian's ``chromium`` and ``playwright``
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from idemlib import FaultPlan, LostAck, NaiveHandler, RUNNING_EXAMPLE, simulate
+from idemlib import RUNNING_EXAMPLE, FaultPlan, LostAck, NaiveHandler, simulate
 from idemlib.publish import render_site
-from idemlib.stores import require_servers
 from idemlib.widgets import StepThrough
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
-
-
-# The same browser as tests/test_browser.py's; defined here until that fixture moves to conftest.py.
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        message = "Chromium is not installed: `sudo apt-get install chromium` (Debian) to run the browser tests."
-        if require_servers():
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
