@@ -211,8 +211,8 @@ def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m idemlib.publish", description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["html", "student", "grade"],
-                        help="the static site, student copies, or grades of handed-in copies")
+    parser.add_argument("what", choices=["html", "student", "grade", "nav"],
+                        help="the static site, student copies, grades of handed-in copies, or the lessons' navigation")
     parser.add_argument("folder", nargs="?", type=Path,
                         help="html/student: where to write (default build/html or build/student); grade: the submissions")
     parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")
@@ -231,6 +231,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{right} of {sum(bool(row.exercise) for row in rows)} exercises right; "
               f"wrote {args.out / 'grades.csv'} and {args.out / 'index.html'}")
         return
+    if args.what == "nav":
+        changed = write_navigation()
+        print(f"navigation rewritten in {len(changed)} lessons")
+        return
     out = args.folder or ROOT / "build" / args.what
     written = build_html(out) if args.what == "html" else build_student(out)
     print(f"wrote {len(written)} files to {out}")
@@ -238,3 +242,38 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+NAV_LINE = re.compile(r"^\[← .*$|^\[contents\]\(00_start_here\.ipynb\).*$", re.MULTILINE)
+
+
+def nav_line(lessons: list[Path], index: int) -> str:
+    """The navigation line that opens lesson ``index``: the previous lesson, the contents, the next one."""
+    titles = [title_of(nbformat.read(path, as_version=4)) for path in lessons]
+    links = ["[contents](00_start_here.ipynb)"]
+    if index > 0:
+        links.insert(0, f"[← {titles[index - 1]}]({lessons[index - 1].name})")
+    if index + 1 < len(lessons):
+        links.append(f"[{titles[index + 1]} →]({lessons[index + 1].name})")
+    return " · ".join(links)
+
+
+def write_navigation(lessons: list[Path] | None = None) -> list[Path]:
+    """Put the generated navigation line at the top of every lesson after the first; returns the lessons changed.
+
+    The line is made from the lessons' own titles, so adding or renaming a lesson
+    needs only ``python -m idemlib.publish nav``.
+    """
+    lessons = lessons or lesson_paths()
+    changed = []
+    for index, path in enumerate(lessons[1:], start=1):
+        notebook = nbformat.read(path, as_version=4)
+        opening = notebook.cells[0]
+        wanted = nav_line(lessons, index)
+        body = NAV_LINE.sub("", opening.source).strip("\n")
+        source = f"{wanted}\n\n{body}"
+        if source != opening.source:
+            opening.source = source
+            nbformat.write(notebook, path)
+            changed.append(path)
+    return changed

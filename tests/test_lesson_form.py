@@ -53,3 +53,12 @@ def test_dollar_amounts_in_prose_are_escaped_so_they_do_not_render_as_math(path)
         if cell.cell_type == "markdown":
             stripped = re.sub(r"`[^`]*`", "", cell.source)
             assert not re.search(r"(?<!\\\\)\$\d", stripped), f"write \\\\$ for a dollar amount: {cell.source[:120]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda p: p.stem)
+def test_a_lesson_opens_with_the_generated_navigation(path):
+    from idemlib.publish import nav_line
+
+    opening = cells(path)[0].source
+    assert opening.startswith(nav_line(NOTEBOOKS, NOTEBOOKS.index(path)) + "\n\n"), \
+        "run `python -m idemlib.publish nav` to regenerate the lessons' navigation"
