@@ -1,28 +1,62 @@
-"""Figures drawn from traces and result tables, labelled so that they read on their own."""
+"""Figures drawn from traces and result tables, labelled so that they read on their own.
+
+Colours come from the Okabe-Ito palette, which stays distinguishable for the common
+kinds of colour blindness, and no figure relies on colour alone: every outcome also
+has a hatching and is written out in text, every line and event its own marker.
+Importing this module makes that palette the default colour cycle and turns on
+constrained layout, so a cell that draws with matplotlib directly gets both too.
+"""
 
 from __future__ import annotations
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import pandas as pd
+from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch, Rectangle
 
-OUTCOME_COLOURS = {"charge lost": "#e0a030", "charged once": "#4c9a5f", "charged twice": "#c8453c"}
+OKABE_ITO = {
+    "blue": "#0072B2", "orange": "#E69F00", "bluish green": "#009E73", "vermillion": "#D55E00",
+    "sky blue": "#56B4E9", "reddish purple": "#CC79A7", "yellow": "#F0E442", "black": "#000000",
+}
+"""Okabe and Ito's colour-blind-safe palette (Color Universal Design, 2008)."""
+
+OUTCOME_COLOURS = {"charge lost": OKABE_ITO["orange"], "charged once": OKABE_ITO["bluish green"],
+                   "charged twice": OKABE_ITO["vermillion"]}
+OUTCOME_HATCHES = {"charge lost": "..", "charged once": "", "charged twice": "xx"}
+"""The second cue for an outcome, for readers (and printers) who cannot tell the colours apart."""
+
+LINE_STYLES = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", "-"), ("P", "--")]
+"""Marker and dash for the n-th line of a figure, so lines differ by more than colour."""
+
+mpl.rcParams.update({
+    "axes.prop_cycle": cycler(color=[OKABE_ITO[name] for name in
+                                     ("blue", "orange", "bluish green", "vermillion", "sky blue", "reddish purple")]),
+    # Lays out titles, suptitles, labels and outside legends so none overlaps another.
+    "figure.constrained_layout.use": True,
+    "hatch.linewidth": 1.0,
+})
 
 EVENT_MARKERS = {
-    "delivered": ("v", "#3b6fb6"),
+    "delivered": ("v", OKABE_ITO["blue"]),
     "step": (".", "#777777"),
-    "charged": (r"$\$$", "#c8453c"),
-    "committed": ("s", "#4c9a5f"),
-    "acked": ("^", "#2b8a3e"),
-    "ack lost": ("x", "#c8453c"),
-    "crashed": ("X", "#000000"),
-    "duplicate skipped": ("D", "#e0a030"),
-    "conflict": ("*", "#8e44ad"),
-    "lease expired": ("|", "#3b6fb6"),
-    "rejected": ("P", "#8e44ad"),
-    "dead-lettered": ("o", "#000000"),
+    "charged": (r"$\$$", OKABE_ITO["vermillion"]),
+    "committed": ("s", OKABE_ITO["bluish green"]),
+    "acked": ("^", OKABE_ITO["bluish green"]),
+    "ack lost": ("x", OKABE_ITO["vermillion"]),
+    "crashed": ("X", OKABE_ITO["black"]),
+    "duplicate skipped": ("D", OKABE_ITO["orange"]),
+    "conflict": ("*", OKABE_ITO["reddish purple"]),
+    "lease expired": ("|", OKABE_ITO["sky blue"]),
+    "rejected": ("P", OKABE_ITO["reddish purple"]),
+    "dead-lettered": ("o", OKABE_ITO["black"]),
 }
+
+
+def outcome_patch(outcome: str) -> Patch:
+    """A legend entry for an outcome: its colour and its hatching."""
+    return Patch(facecolor=OUTCOME_COLOURS[outcome], hatch=OUTCOME_HATCHES[outcome], edgecolor="white", label=outcome)
 
 
 def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
@@ -43,8 +77,10 @@ def plot_sweep(
     is what the customers owe.
     """
     ax = _axes(ax, (7, 4))
-    for name, rows in sweep.groupby("handler", sort=False):
-        ax.plot(rows["rate"], rows[measure], marker="o", label=f"{name}" if " " in name else f"{name} consumer")
+    for number, (name, rows) in enumerate(sweep.groupby("handler", sort=False)):
+        marker, dashes = LINE_STYLES[number % len(LINE_STYLES)]
+        ax.plot(rows["rate"], rows[measure], marker=marker, linestyle=dashes,
+                label=f"{name}" if " " in name else f"{name} consumer")
     expected = sweep["expected total"].iloc[0]
     ax.axhline(expected, color="black", linestyle="--", linewidth=1, label=f"what customers owe: ${expected:,}")
     ax.set_xlabel(xlabel)
@@ -59,7 +95,7 @@ def plot_sweep(
 
 def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
                       title: str = "What one crash or lost ack does to a $40 charge, by handler") -> Axes:
-    """One coloured cell per (handler, fault): green charged once, amber charge lost, red charged twice.
+    """One cell per (handler, fault), coloured, hatched and labelled by its outcome.
 
     ``matrix`` is the table from :func:`idemlib.explore.crash_matrix` (or
     ``store_matrix``, whose first column is ``setup``); each row of the figure lists
@@ -73,18 +109,22 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
         cells = matrix[matrix["handler"] == name].reset_index(drop=True)
         for column, cell in cells.iterrows():
             y = len(handlers) - 1 - row
-            ax.add_patch(Rectangle((column, y), 0.94, 0.9, color=OUTCOME_COLOURS[cell["outcome"]]))
+            outcome = cell["outcome"]
+            ax.add_patch(Rectangle((column, y), 0.94, 0.9, facecolor=OUTCOME_COLOURS[outcome],
+                                   hatch=OUTCOME_HATCHES[outcome], edgecolor="white", linewidth=0))
             label = str(cell["fault"]).replace("crash before ", "crash before\n")
-            ax.text(column + 0.47, y + 0.45, f"{label}\n${cell['total charged']}", ha="center", va="center",
-                    fontsize=8, color="white", fontweight="bold")
+            ax.text(column + 0.47, y + 0.45, f"{label}\n${cell['total charged']}: {outcome}", ha="center",
+                    va="center", fontsize=7.5, color="black",
+                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.85, "linewidth": 0})
     ax.set_xlim(0, width)
     ax.set_ylim(0, len(handlers))
     ax.set_yticks([len(handlers) - 1 - i + 0.45 for i in range(len(handlers))], handlers)
+    ax.set_ylabel("handler")
     ax.set_xticks([])
     ax.set_xlabel("the one fault injected on the first delivery, in step order (redelivery then runs clean)")
-    ax.set_title(title)
-    ax.legend(handles=[Patch(color=c, label=o) for o, c in OUTCOME_COLOURS.items()],
-              loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
+    ax.set_title(title, pad=24)  # room for the legend between the title and the cells
+    ax.legend(handles=[outcome_patch(outcome) for outcome in OUTCOME_COLOURS],
+              loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
     for spine in ax.spines.values():
         spine.set_visible(False)
     return ax
@@ -113,6 +153,7 @@ def plot_timeline(trace: pd.DataFrame, ax: Axes | None = None, *, title: str = "
         ax.annotate(f"{row['message_id']} #{row['delivery']}", (row["time"], actors.index(row["actor"])),
                     textcoords="offset points", xytext=(0, 9), ha="center", fontsize=7)
     ax.set_yticks(range(len(actors)), actors)
+    ax.set_ylabel("who")
     ax.set_ylim(-0.6, len(actors) - 0.4)
     ax.set_xlabel("simulated time (s)")
     ax.set_title(title)
@@ -121,7 +162,8 @@ def plot_timeline(trace: pd.DataFrame, ax: Axes | None = None, *, title: str = "
     return ax
 
 
-def plot_outcome_counts(counts: pd.DataFrame, ax: Axes | None = None, *, title: str, xlabel: str) -> Axes:
+def plot_outcome_counts(counts: pd.DataFrame, ax: Axes | None = None, *, title: str, xlabel: str,
+                        ylabel: str = "handler") -> Axes:
     """Stacked horizontal bars: for each row of ``counts`` (a handler, a store...), how many runs ended in each outcome.
 
     ``counts`` has one column per outcome (``charge lost``, ``charged once``,
@@ -131,12 +173,37 @@ def plot_outcome_counts(counts: pd.DataFrame, ax: Axes | None = None, *, title: 
     ax = _axes(ax, (8, 0.7 * len(counts) + 1.6))
     left = pd.Series(0, index=counts.index, dtype=float)
     for outcome, colour in OUTCOME_COLOURS.items():
-        bars = ax.barh(counts.index, counts[outcome], left=left, color=colour, label=outcome)
+        bars = ax.barh(counts.index, counts[outcome], left=left, color=colour, hatch=OUTCOME_HATCHES[outcome],
+                       edgecolor="white", label=outcome)
         ax.bar_label(bars, labels=[str(int(v)) if v else "" for v in counts[outcome]], label_type="center",
-                     color="white", fontweight="bold")
+                     fontweight="bold", bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "linewidth": 0})
         left += counts[outcome]
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, frameon=False)
+    # Beside the bars, never on them.
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, title="outcome")
+    return ax
+
+
+def plot_totals(totals: pd.Series, owed: int, ax: Axes | None = None, *, title: str, xlabel: str) -> Axes:
+    """One bar per run (a consumer, a setting): dollars charged, against what the customer owes.
+
+    Each bar is coloured, hatched and labelled by its outcome: below what is owed a
+    charge was lost, above it someone paid twice.
+    """
+    ax = _axes(ax, (6, 3.2))
+    outcomes = ["charge lost" if value < owed else "charged once" if value == owed else "charged twice"
+                for value in totals.values]
+    bars = ax.bar(totals.index.astype(str), totals.values, color=[OUTCOME_COLOURS[o] for o in outcomes],
+                  hatch=[OUTCOME_HATCHES[o] for o in outcomes], edgecolor="white")
+    ax.bar_label(bars, labels=[f"${value:,}: {outcome}" for value, outcome in zip(totals.values, outcomes)])
+    ax.axhline(owed, color="black", linestyle="--", linewidth=1, label=f"what is owed: ${owed:,}")
+    ax.set_ylim(0, max(max(totals.values), owed) * 1.25)
+    ax.set_ylabel("total charged ($)")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.legend(handles=[*ax.get_legend_handles_labels()[0], *(outcome_patch(o) for o in dict.fromkeys(outcomes))],
+              loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return ax

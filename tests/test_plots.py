@@ -3,6 +3,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from idemlib import plots  # noqa: E402
@@ -19,7 +20,17 @@ def close_figures():
 
 
 def assert_labelled(ax):
-    assert ax.get_title() and ax.get_xlabel()
+    assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+
+
+def hatches_by_colour(ax):
+    return {matplotlib.colors.to_hex(patch.get_facecolor()): patch.get_hatch() or "" for patch in ax.patches}
+
+
+def test_outcomes_have_colour_blind_safe_colours_and_a_second_cue():
+    assert set(plots.OUTCOME_COLOURS.values()) <= set(plots.OKABE_ITO.values())
+    assert len(set(plots.OUTCOME_HATCHES.values())) == len(plots.OUTCOME_HATCHES), "each outcome its own hatching"
+    assert matplotlib.rcParams["axes.prop_cycle"].by_key()["color"][0] == plots.OKABE_ITO["blue"]
 
 
 def test_the_sweep_plot_has_a_line_per_handler_and_the_owed_total():
@@ -29,6 +40,8 @@ def test_the_sweep_plot_has_a_line_per_handler_and_the_owed_total():
     assert ax.get_ylabel() == "total charged ($)"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[:2] == ["naive consumer", "inbox consumer"] and "owe" in labels[2]
+    lines = ax.get_lines()[:2]
+    assert lines[0].get_marker() != lines[1].get_marker(), "lines differ by more than colour"
 
 
 def test_the_crash_matrix_plot_colours_each_cell_by_its_outcome():
@@ -39,6 +52,26 @@ def test_the_crash_matrix_plot_colours_each_cell_by_its_outcome():
     assert len(colours) == len(matrix)
     red = matplotlib.colors.to_rgba(plots.OUTCOME_COLOURS["charged twice"])
     assert colours.count(red) == (matrix["outcome"] == "charged twice").sum() == 2
+    twice = [patch for patch in ax.patches if patch.get_facecolor() == red]
+    assert all(patch.get_hatch() == plots.OUTCOME_HATCHES["charged twice"] for patch in twice)
+    assert sum("charged twice" in text.get_text() for text in ax.texts) == 2, "the outcome is written in the cell"
+
+
+def test_the_legend_of_a_stacked_bar_chart_sits_beside_the_bars_not_on_them():
+    counts = pd.DataFrame({"charged once": [3, 0], "charged twice": [1, 4]}, index=["inbox", "naive"])
+    ax = plots.plot_outcome_counts(counts, title="t", xlabel="runs")
+    assert_labelled(ax)
+    ax.figure.canvas.draw()
+    legend, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= axes_box.x1, "the legend must not cover a bar"
+    assert hatches_by_colour(ax)[plots.OUTCOME_COLOURS["charged twice"].lower()] == "xx"
+
+
+def test_totals_are_labelled_with_their_outcome_in_words():
+    ax = plots.plot_totals(pd.Series({"no inbox": 80, "inbox": 40}), owed=40, title="t", xlabel="consumer")
+    assert_labelled(ax)
+    labels = [text.get_text() for text in ax.texts]
+    assert labels == ["$80: charged twice", "$40: charged once"]
 
 
 def test_the_timeline_has_a_row_per_actor():
