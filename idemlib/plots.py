@@ -207,3 +207,28 @@ def plot_totals(totals: pd.Series, owed: int, ax: Axes | None = None, *, title: 
     ax.legend(handles=[*ax.get_legend_handles_labels()[0], *(outcome_patch(o) for o in dict.fromkeys(outcomes))],
               loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return ax
+
+
+def plot_waits(races: pd.DataFrame, ax: Axes | None = None, *,
+               title: str = "How long B waited, against how long A held its transaction") -> Axes:
+    """Two bars per race, measured in real seconds: A's hold and B's slowest step, each labelled in milliseconds.
+
+    ``races`` has the columns of :class:`idemlib.races.RaceOutcome` (one row per race).
+    """
+    labels = races["engine"] + ", A " + races["a_then"] + "\n(B's slowest step: " + races["b_waited_at"] + ")"
+    ax = _axes(ax, (8, 0.9 * len(races) + 1.4))
+    rows = range(len(races))
+    series = [("A held its transaction", races["a_held_seconds"], OKABE_ITO["blue"], "//", -0.2),
+              ("B's slowest step took", races["b_wait_seconds"], OKABE_ITO["orange"], "", 0.2)]
+    for label, seconds, colour, hatch, offset in series:
+        bars = ax.barh([row + offset for row in rows], seconds, height=0.38, color=colour, hatch=hatch,
+                       edgecolor="white", label=label)
+        ax.bar_label(bars, labels=[f"{value * 1000:.1f} ms" for value in seconds], padding=3, fontsize=8)
+    ax.set_yticks(list(rows), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(races["a_held_seconds"].max(), races["b_wait_seconds"].max()) * 1.25)
+    ax.set_xlabel("seconds, measured on this machine (wall clock)")
+    ax.set_ylabel("race")
+    ax.set_title(title)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return ax

@@ -79,3 +79,14 @@ def test_the_timeline_has_a_row_per_actor():
     ax = plots.plot_timeline(result.trace)
     assert_labelled(ax)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["broker", "consumer A", "consumer B"]
+
+
+def test_the_wait_plot_shows_both_measured_times_in_milliseconds_beside_a_legend():
+    races = pd.DataFrame({"engine": ["SQLite", "PostgreSQL"], "a_then": ["commits", "commits"],
+                          "b_waited_at": ["begin", "record id"], "a_held_seconds": [0.30123, 0.30051],
+                          "b_wait_seconds": [0.33871, 0.30037]})
+    ax = plots.plot_waits(races)
+    assert_labelled(ax)
+    assert "338.7 ms" in [text.get_text() for text in ax.texts]
+    ax.figure.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
