@@ -108,7 +108,9 @@ class Broker:
         self._expire_leases()
         while self._ready:
             position = self._ready.popleft()
-            stored = self._stored[position]
+            stored = self._stored.get(position)
+            if stored is None:
+                continue  # acked by a slow consumer after its lease ran out and the message was queued again
             if stored.deliveries >= self.max_deliveries:
                 self._dead_letter(position, stored)
                 continue

@@ -96,3 +96,14 @@ def test_the_trace_records_deliveries_and_expired_leases_at_the_moment_they_happ
 def test_impossible_settings_are_refused(settings):
     with pytest.raises(ValueError):
         make_broker(**settings)
+
+
+def test_a_late_ack_removes_a_message_already_queued_again():
+    clock, broker = make_broker(visibility_timeout=30)
+    broker.publish(M)
+    broker.publish(Message.charge("m-8a1", 1043, 25))
+    slow = broker.receive("consumer A")
+    clock.advance(31)
+    assert broker.receive("consumer B").message_id == "m-8a1"  # m-7f3's lease ran out: it is queued again
+    assert broker.ack(slow)  # A's late ack still removes it
+    assert broker.receive("consumer C") is None
