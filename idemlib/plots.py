@@ -232,3 +232,27 @@ def plot_waits(races: pd.DataFrame, ax: Axes | None = None, *,
     ax.set_title(title)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return ax
+
+
+def plot_retry_settings(grid: pd.DataFrame, *, title: str) -> tuple[Axes, Axes]:
+    """Extra charges and payments never made against the delivery limit, one line per lease length.
+
+    ``grid`` is the table from :func:`idemlib.retries.retry_settings`.
+    """
+    fig, (extra, lost) = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
+    for number, (lease, rows) in enumerate(grid.groupby("lease (s)")):
+        marker, dashes = LINE_STYLES[number % len(LINE_STYLES)]
+        for ax, column in ((extra, "extra charges"), (lost, "payments never made")):
+            ax.plot(rows["max deliveries"], rows[column], marker=marker, linestyle=dashes, label=f"lease {lease:g} s")
+    for ax, column, what in ((extra, "extra charges", "duplicates that got through"),
+                             (lost, "payments never made", "messages lost")):
+        ax.set_ylabel(f"{column} (count)")
+        ax.set_xlabel("deliveries allowed before the dead-letter queue")
+        ax.set_title(what)
+        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    extra.invert_xaxis()  # shared by both panels: generous retries on the left, none on the right
+    extra.legend(loc="lower left", frameon=False)
+    fig.suptitle(title)
+    return extra, lost

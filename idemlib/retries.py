@@ -25,16 +25,16 @@ BROKER_EVENTS = ("published", "delivered", "lease expired", "acked", "dead-lette
 def broker_view(trace: pd.DataFrame) -> pd.DataFrame:
     """The trace as the broker knows it: publishes, deliveries (and redeliveries), lease expiries, acks, dead letters.
 
-    ``to`` is the consumer a delivery went to or an ack came from.
+    ``consumer`` is the one a delivery went to or an ack came from; a ``delivery``
+    above 1 is a redelivery.
     """
     rows = trace[trace["event"].isin(BROKER_EVENTS)]
     view = pd.DataFrame({
         "time (s)": rows["time"],
-        "broker": rows["event"].replace({"delivered": "delivered", "acked": "ack received"}),
+        "the broker": rows["event"].replace({"acked": "ack received"}),
         "message": rows["message_id"],
         "delivery": rows["delivery"].where(rows["event"] != "published", 0).astype(int),
-        "to / from": rows["actor"].where(rows["actor"] != "broker", ""),
-        "redelivery?": (rows["event"] == "delivered") & (rows["delivery"] > 1),
+        "consumer": rows["actor"].where(rows["actor"] != "broker", ""),
     })
     return view.reset_index(drop=True)
 

@@ -90,3 +90,14 @@ def test_the_wait_plot_shows_both_measured_times_in_milliseconds_beside_a_legend
     assert "338.7 ms" in [text.get_text() for text in ax.texts]
     ax.figure.canvas.draw()
     assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_the_retry_settings_plot_has_a_line_per_lease_on_both_panels():
+    grid = pd.DataFrame({"lease (s)": [30, 30, 60, 60], "max deliveries": [5, 1, 5, 1],
+                         "extra charges": [5, 0, 2, 0], "payments never made": [0, 6, 0, 6]})
+    extra, lost = plots.plot_retry_settings(grid, title="t")
+    for ax in (extra, lost):
+        assert_labelled(ax)
+        assert len(ax.get_lines()) == 2
+    assert extra.get_lines()[0].get_marker() != extra.get_lines()[1].get_marker()
+    assert extra.xaxis_inverted() and lost.xaxis_inverted()
