@@ -1,10 +1,13 @@
-"""Lesson 00's exercise: the running example as a Message."""
+"""Lesson 00's exercises: the running example as a Message, and which statements are idempotent."""
 
 from __future__ import annotations
 
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.messages import Message
+
+IDEMPOTENT = {"set the status": True, "take 40 off the balance": False, "insert a payment": False,
+              "upsert the status": True, "delete a cart": True}
 
 BANKS = {
     "check_running_example": Bank(
@@ -15,6 +18,19 @@ BANKS = {
             Wrong((Message.charge("m-7f3", 1024, 40),), "order"),
             Wrong(("m-7f3",), "Message"),
             Wrong(({"message_id": "m-7f3", "order_id": 1042, "amount": 40},), "Message"),
+        ],
+    ),
+    "check_idempotent_statements": Bank(
+        right=[(IDEMPOTENT,), ({name: "yes" if value else "no" for name, value in IDEMPOTENT.items()},)],
+        wrong=[
+            Wrong(({name: True for name in IDEMPOTENT},), "Not every statement"),
+            Wrong(({name: False for name in IDEMPOTENT},), "set a value"),
+            # "a delete changes the data, so it cannot be idempotent": the second run deletes nothing
+            Wrong(({**IDEMPOTENT, "delete a cart": False},), "1 of 5"),
+            # "an upsert inserts, so it repeats": it sets the same values again
+            Wrong(({**IDEMPOTENT, "upsert the status": False, "insert a payment": True},), "2 of 5"),
+            Wrong(({"set the status": True},), "keys"),
+            Wrong(({**IDEMPOTENT, "delete a cart": "maybe"},), "True"),
         ],
     ),
 }
