@@ -101,3 +101,12 @@ def test_the_retry_settings_plot_has_a_line_per_lease_on_both_panels():
         assert len(ax.get_lines()) == 2
     assert extra.get_lines()[0].get_marker() != extra.get_lines()[1].get_marker()
     assert extra.xaxis_inverted() and lost.xaxis_inverted()
+
+
+def test_cells_that_draw_for_themselves_get_the_same_palette_and_layout_from_the_lessons_folder():
+    from pathlib import Path
+
+    rc = matplotlib.rc_params_from_file(str(Path(__file__).resolve().parent.parent / "notebooks" / "matplotlibrc"),
+                                        use_default_template=False)
+    assert rc["axes.prop_cycle"] == matplotlib.rcParams["axes.prop_cycle"]
+    assert rc["figure.constrained_layout.use"] is True
