@@ -4,31 +4,36 @@ from __future__ import annotations
 
 from exercise_bank import Bank, Wrong, bank_tests
 
-INSERT = "INSERT INTO processed_messages (message_id) VALUES (?) ON CONFLICT DO NOTHING"
+ON_CONFLICT = "INSERT INTO processed_messages (message_id) VALUES (?) ON CONFLICT DO NOTHING"
+NOT_EXISTS = ("INSERT INTO processed_messages (message_id) "
+              "SELECT ? WHERE NOT EXISTS (SELECT 1 FROM processed_messages WHERE message_id = ?)")
 
 BANKS = {
     "check_inbox_insert": Bank(
         right=[
-            (INSERT,),
-            (INSERT + " RETURNING message_id",),
-            ("insert into processed_messages (message_id) values (?) on conflict (message_id) do nothing  -- skip repeats",),
+            (NOT_EXISTS,),
+            (NOT_EXISTS + " RETURNING message_id",),
+            ("insert into processed_messages (message_id) select ? where not exists "
+             "(select 1 from processed_messages p where p.message_id = ?)  -- no ON CONFLICT here",),
+            ("INSERT INTO processed_messages (message_id) SELECT ? WHERE ? NOT IN (SELECT message_id FROM processed_messages)",),
             ("INSERT OR IGNORE INTO processed_messages (message_id) VALUES (?)",),
-            ("INSERT INTO processed_messages (message_id) SELECT ? "
-             "WHERE NOT EXISTS (SELECT 1 FROM processed_messages WHERE message_id = ?)",),
         ],
         wrong=[
             # blocks every message after the first: the condition never looks at the ID
             Wrong(("INSERT INTO processed_messages (message_id) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM processed_messages)",),
                   "never been seen"),
+            # right for m-7f3 alone, wrong for every other message
+            Wrong((NOT_EXISTS.replace("message_id = ?", "message_id = 'm-7f3'"),), "never been seen"),
             Wrong(("INSERT INTO processed_messages (message_id) VALUES (?)",), "duplicate-key error"),
-            Wrong((INSERT.replace("DO NOTHING", "DO UPDATE SET message_id = excluded.message_id"),), "charge it again"),
-            Wrong((INSERT.replace("DO NOTHING", "DO UPDATE SET fingerprint = 'seen'") + " RETURNING message_id",),
-                  "charge it again"),
-            Wrong(("INSERT INTO processed_messages VALUES (?) ON CONFLICT DO NOTHING",), "name the column"),
+            Wrong((ON_CONFLICT,), "without ON CONFLICT"),  # the lesson's statement, which the exercise rules out
+            Wrong((ON_CONFLICT.replace("DO NOTHING", "DO UPDATE SET message_id = excluded.message_id"),), "without"),
+            Wrong(("INSERT INTO processed_messages SELECT ? WHERE NOT EXISTS "
+                   "(SELECT 1 FROM processed_messages WHERE message_id = ?)",), "name the column"),
             Wrong(("SELECT count(*) FROM processed_messages WHERE message_id = ?",), "INSERT"),
-            Wrong(("INSERT INTO payments (message_id) VALUES (?) ON CONFLICT DO NOTHING",), "processed_messages"),
-            Wrong(("INSERT INTO processed_messages (message_id) VALUES ('m-7f3') ON CONFLICT DO NOTHING",), "?"),
-            Wrong((["INSERT INTO processed_messages (message_id) VALUES (?)"],), "string"),
+            Wrong(("INSERT INTO payments (message_id) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM payments WHERE message_id = ?)",),
+                  "processed_messages"),
+            Wrong(("INSERT INTO processed_messages (message_id) VALUES ('m-7f3')",), "?"),
+            Wrong(([NOT_EXISTS],), "string"),
         ],
     ),
     "check_crash_point": Bank(

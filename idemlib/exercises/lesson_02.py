@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import duckdb
@@ -18,6 +19,10 @@ DELIVERIES = ("m-7f3", "m-7f3", "m-8a1", "m-9c2", "m-8a1", "m-7f3")
 """Several messages, each delivered more than once, interleaved as a queue would hand them out."""
 
 
+def _without_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.DOTALL)
+
+
 def _rows_reported(db: duckdb.DuckDBPyConnection, sql: str, message_id: str) -> int:
     # What the handler would branch on: the rows the statement itself says it wrote
     # (RETURNING lists them; without it, DuckDB answers an INSERT with its row count).
@@ -28,8 +33,9 @@ def _rows_reported(db: duckdb.DuckDBPyConnection, sql: str, message_id: str) -> 
 
 
 def check_inbox_insert(sql: Any) -> Feedback:
-    """Lesson 02: an INSERT, ``?`` for the message ID, that writes 1 row for a new ID and 0 for a duplicate.
+    """Lesson 02: the inbox's INSERT without ``ON CONFLICT``: 1 row for a new ID, 0 for a duplicate, no error.
 
+    Every ``?`` is bound to the message ID.
     Tried on the lesson's ``processed_messages`` table the way a queue delivers:
     several messages, each more than once, every delivery in a transaction of its
     own followed by the charge and a commit, as the inbox handler runs it.
@@ -42,6 +48,9 @@ def check_inbox_insert(sql: Any) -> Feedback:
         return hint("The inbox records the ID by writing a row: the statement should be an INSERT.")
     if "processed_messages" not in sql.lower():
         return hint("The IDs are remembered in the processed_messages table; write the row there.")
+    if "ON CONFLICT" in " ".join(_without_comments(sql).upper().split()):
+        return hint("That is the lesson's own statement. The exercise asks for one that does without ON CONFLICT. "
+                     "An INSERT can take its rows from a query instead of VALUES: when should that query return none?")
     db = duckdb.connect(":memory:")
     db.execute(SCHEMA[1])
     db.execute("CREATE TABLE payments (message_id VARCHAR)")
@@ -77,7 +86,10 @@ def check_inbox_insert(sql: Any) -> Feedback:
     if charged != sorted(seen):
         return hint(f"The payments that followed were {charged}; each message should be charged once.")
     return right(f"{len(DELIVERIES)} deliveries of {len(seen)} messages: one row for each new ID, zero for each "
-                  "repeat, and no error, so each transaction went on to commit.")
+                  "repeat, and no error, so each transaction went on to commit. One caveat: two consumers running "
+                  "it at the same moment can both find no row, and then the unique key refuses the second with an "
+                  "error. The money is still safe, but ON CONFLICT DO NOTHING, where the engine has it, turns even "
+                  "that into zero rows.")
 
 
 def check_crash_point(handler_name: Any, fault: Any, outcome: str) -> Feedback:
