@@ -15,6 +15,7 @@ BANKS = {
         wrong=[
             Wrong((Message.charge("m-7f3", 1042, 80),), "amount"),
             Wrong((Message.charge("m-8a1", 1042, 40),), "ID"),
+            Wrong((Message.charge("m-9c2", 1043, 25),), "ID"),  # the example shown above it, copied
             Wrong((Message.charge("m-7f3", 1024, 40),), "order"),
             Wrong(("m-7f3",), "Message"),
             Wrong(({"message_id": "m-7f3", "order_id": 1042, "amount": 40},), "Message"),
