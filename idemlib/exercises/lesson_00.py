@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.idempotence import STATEMENTS, is_idempotent
 from idemlib.messages import Message
@@ -12,6 +12,7 @@ from idemlib.messages import Message
 __all__ = ["check_running_example", "check_idempotent_statements"]
 
 
+@exercise
 def check_running_example(message: Any) -> Feedback:
     """Lesson 00: the running example as a :class:`~idemlib.messages.Message`."""
     if (missing := blank(message, "a Message built with Message.charge(...)")) is not None:
@@ -33,6 +34,7 @@ def _yes_or_no(value: Any) -> bool | None:
     return None
 
 
+@exercise
 def check_idempotent_statements(answer: Any) -> Feedback:
     """Lesson 00: for each statement of :data:`~idemlib.idempotence.STATEMENTS`, is it idempotent?
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import FaultPlan
 from idemlib.handlers import NaiveHandler
@@ -14,6 +14,7 @@ from idemlib.sim import simulate
 __all__ = ["check_triple_charge", "check_overcharge"]
 
 
+@exercise
 def check_triple_charge(plan: Any) -> Feedback:
     """Lesson 01: a fault plan under which the naive consumer charges m-7f3 three times ($120)."""
     if (missing := blank(plan, "a FaultPlan(...)")) is not None:
@@ -45,6 +46,7 @@ def _dollars(answer: Any) -> float | None:
         return None
 
 
+@exercise
 def check_overcharge(answer: Any, *, messages: int = 200, rate: float = 0.25, seed: int = 7) -> Feedback:
     """Lesson 01: dollars overcharged by the naive consumer on ``payment_stream(messages)`` at ``rate`` ack loss."""
     if (missing := blank(answer, "a number of dollars")) is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import crash_matrix
 from idemlib.handlers import handler_named
 from idemlib.stores.sql import SCHEMA
@@ -32,6 +32,7 @@ def _rows_reported(db: duckdb.DuckDBPyConnection, sql: str, message_id: str) -> 
     return int(rows[0][0]) if rows and isinstance(rows[0][0], int) else -1
 
 
+@exercise
 def check_inbox_insert(sql: Any) -> Feedback:
     """Lesson 02: the inbox's INSERT without ``ON CONFLICT``: 1 row for a new ID, 0 for a duplicate, no error.
 
@@ -92,6 +93,7 @@ def check_inbox_insert(sql: Any) -> Feedback:
                   "that into zero rows.")
 
 
+@exercise
 def check_crash_point(handler_name: Any, fault: Any, outcome: str) -> Feedback:
     """Lesson 02: name a handler and a fault (as the crash matrix spells them) that end in ``outcome``."""
     for value, what in ((handler_name, "a handler's name"), (fault, "a fault such as 'crash before commit'")):

@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any
 
-from idemlib.exercises.feedback import Feedback, blank, hint, right
+from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import interleavings
 from idemlib.handlers import IdFirstHandler
 from idemlib.races import race
@@ -29,6 +29,7 @@ def _read_loser(answer: str) -> str:
     return answer.strip()
 
 
+@exercise
 def check_race_loser(answer: Any) -> Feedback:
     """Lesson 03: DuckDB, roles swapped: B holds its transaction open while A runs the whole handler.
 
@@ -66,6 +67,7 @@ def _pair(answer: Any) -> tuple[int, int] | None:
     return None
 
 
+@exercise
 def check_interleaving_count(answer: Any) -> Feedback:
     """Lesson 03: (distinct interleavings, how many charge twice) for two **ID first** consumers."""
     if (missing := blank(answer, "a pair (distinct interleavings, interleavings that charge twice)")) is not None:
