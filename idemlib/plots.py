@@ -9,6 +9,8 @@ constrained layout, so a cell that draws with matplotlib directly gets both too.
 
 from __future__ import annotations
 
+import re
+
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -26,6 +28,11 @@ OUTCOME_COLOURS = {"charge lost": OKABE_ITO["orange"], "charged once": OKABE_ITO
                    "charged twice": OKABE_ITO["vermillion"]}
 OUTCOME_HATCHES = {"charge lost": "..", "charged once": "", "charged twice": "xx"}
 """The second cue for an outcome, for readers (and printers) who cannot tell the colours apart."""
+
+BLOCKED_OUTCOME = {"blocked": (OKABE_ITO["sky blue"], "//", "white")}
+"""Lesson 09's fourth outcome (charged once, but only after deliveries were refused as in progress): its
+colour and, as a second cue, its hatching and the hatching's colour (white, as for the other outcomes).
+Kept apart so other lessons' legends stay as they are."""
 
 LINE_STYLES = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", "-"), ("P", "--")]
 """Marker and dash for the n-th line of a figure, so lines differ by more than colour."""
@@ -110,9 +117,10 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
         for column, cell in cells.iterrows():
             y = len(handlers) - 1 - row
             outcome = cell["outcome"]
-            ax.add_patch(Rectangle((column, y), 0.94, 0.9, facecolor=OUTCOME_COLOURS[outcome],
-                                   hatch=OUTCOME_HATCHES[outcome], edgecolor="white", linewidth=0))
-            label = str(cell["fault"]).replace("crash before ", "crash before\n")
+            colour, hatch, lines = BLOCKED_OUTCOME.get(
+                outcome, (OUTCOME_COLOURS.get(outcome), OUTCOME_HATCHES.get(outcome, ""), "white"))
+            ax.add_patch(Rectangle((column, y), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor=lines, linewidth=0))
+            label = re.sub(r"^crash (before|after) ", r"crash \1\n", str(cell["fault"]))
             ax.text(column + 0.47, y + 0.45, f"{label}\n${cell['total charged']}: {outcome}", ha="center",
                     va="center", fontsize=7.5, color="black",
                     bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.85, "linewidth": 0})
@@ -123,8 +131,10 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
     ax.set_xticks([])
     ax.set_xlabel("the one fault injected on the first delivery, in step order (redelivery then runs clean)")
     ax.set_title(title, pad=24)  # room for the legend between the title and the cells
-    ax.legend(handles=[outcome_patch(outcome) for outcome in OUTCOME_COLOURS],
-              loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
+    handles = [outcome_patch(outcome) for outcome in OUTCOME_COLOURS]
+    handles += [Patch(facecolor=c, hatch=h, edgecolor=lines, label=o)
+                for o, (c, h, lines) in BLOCKED_OUTCOME.items() if o in set(matrix["outcome"])]
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False)
     for spine in ax.spines.values():
         spine.set_visible(False)
     return ax
