@@ -13,9 +13,11 @@ import ast
 import copy
 import html
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import mistune
 import nbformat
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
@@ -36,8 +38,15 @@ def lesson_paths(folder: Path = LESSONS) -> list[Path]:
 def execute(path: Path, timeout: int = 180) -> NotebookNode:
     """Run a lesson top to bottom on a fresh kernel, in its own folder, and return it with its outputs."""
     notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    # The kernel talks to us over local sockets (IPC) instead of loopback TCP: nothing
+    # to eavesdrop on, and no "running over TCP without encryption" warning per lesson.
+    # The socket files need an absolute path, since the kernel runs in the lesson's folder.
+    with tempfile.TemporaryDirectory(prefix="idemlib-kernel-") as sockets:
+        config = Config()
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = str(Path(sockets) / "kernel")
+        NotebookClient(notebook, timeout=timeout, kernel_name="python3", config=config,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
     return notebook
 
 
@@ -47,6 +56,15 @@ def title_of(notebook: NotebookNode) -> str:
         if cell.cell_type == "markdown" and (found := re.search(r"^# (.+)$", cell.source, re.MULTILINE)):
             return found.group(1).strip()
     raise ValueError("a lesson needs a '# NN · title' heading")
+
+
+_MARKDOWN = mistune.create_markdown(escape=True)
+
+
+def inline_html(markdown: str) -> str:
+    """One line of lesson markdown (emphasis, code, links) as HTML, without a wrapping paragraph."""
+    rendered = str(_MARKDOWN(markdown.replace("\\\\$", "$"))).strip()  # no MathJax on the index
+    return re.sub(r"^<p>(.*)</p>$", r"\1", rendered, flags=re.DOTALL)
 
 
 def first_goal(notebook: NotebookNode) -> str:
@@ -155,8 +173,10 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
     prose = render_prose([p for p in (LESSONS / "GLOSSARY.md", ROOT / "TEACHING.md") if p.exists()], out)
     titles = dict(PROSE_PAGES.values())
     prose_links = " · ".join(f'<a href="{page.name}">{html.escape(titles[page.name])}</a>' for page in prose)
+    # Each title carries the lesson's own number (00, 01, ... 08), so the list adds none:
+    # a numbered list would count 0-7 past a lesson that is not written yet.
     items = "".join(
-        f'<li><a href="{name}">{html.escape(title)}</a>: {html.escape(first_goal(notebook))}</li>'
+        f'<li><a href="{name}">{html.escape(title)}</a>: {inline_html(first_goal(notebook))}</li>'
         for (name, title), (_, notebook) in zip(pages, ordered)
     )
     index_page = out / "index.html"
@@ -167,7 +187,7 @@ def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
         "</head><body><h1>The Idempotent Consumer, taught by breaking one</h1>"
         "<p>An executable course on the Inbox pattern and the Idempotency-Key header. Each page is a lesson, "
         "run top to bottom; solutions are folded until you open them.</p>"
-        f"<ol start=\"0\">{items}</ol><p>{prose_links}</p></body></html>",
+        f'<ul style="list-style:none;padding-left:0">{items}</ul><p>{prose_links}</p></body></html>',
         encoding="utf-8",
     )
     return [index_page, *written, *prose]

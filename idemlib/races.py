@@ -30,6 +30,7 @@ class _Timed:
     steps: list[tuple[str, float]] = field(default_factory=list)
     failed_at: str | None = None
     error: str | None = None
+    ended_at: float | None = None  # when the commit step returned (perf_counter)
 
     def drive(self, job: Steps, session: PaymentsSession, until: str | None = None) -> str | None:
         """Run ``job`` step by step, timing each, up to (not into) step ``until``; returns the step it stopped before."""
@@ -39,10 +40,14 @@ class _Timed:
             try:
                 following = next(job, None)
             except WriteConflict as conflict:
+                self.steps.append((step, time.perf_counter() - started))  # a wait can end in a failure
                 self.failed_at, self.error = step, str(conflict)
                 session.rollback()
                 return None
-            self.steps.append((step, time.perf_counter() - started))
+            finished = time.perf_counter()
+            self.steps.append((step, finished - started))
+            if step == "commit":
+                self.ended_at = finished
             step = following
         return step
 
@@ -62,6 +67,7 @@ class RaceOutcome:
 
     engine: str
     a_then: str
+    a_held_seconds: float
     b_waited_at: str
     b_wait_seconds: float
     b_inserted: bool
@@ -75,6 +81,7 @@ def race(
     database: SqlPayments,
     *,
     first_commits: bool = True,
+    a_ack_lost: bool = False,
     hold_seconds: float = 0.3,
     handler: Handler | None = None,
     message: Message = RUNNING_EXAMPLE,
@@ -84,7 +91,8 @@ def race(
     Meanwhile consumer B, in its own thread, runs the whole handler for the same
     message. Then A commits (or, with ``first_commits=False``, dies and is rolled
     back). A delivery that failed is given back and delivered once more, as the
-    broker would, to show that the losing delivery does not lose the message.
+    broker would, to show that the losing delivery does not lose the message; with
+    ``a_ack_lost`` A's ack never arrives, so that retry finds the message still queued.
     """
     handler = handler or InboxHandler()
     clock = VirtualClock()
@@ -97,16 +105,19 @@ def race(
 
     a_session, b_session = database.session(), database.session()
     a, b = _Timed(), _Timed()
-    a_job = handler.run(_context(a_delivery, a_session, broker))
+    a_job = handler.run(_context(a_delivery, a_session, broker, ack_lost=a_ack_lost))
     paused = a.drive(a_job, a_session, until="commit")
     rival = threading.Thread(target=lambda: b.drive(handler.run(_context(b_delivery, b_session, broker)), b_session))
     rival.start()
+    rival_started = time.perf_counter()
     time.sleep(hold_seconds)
     if first_commits and paused is not None:
         a.resume(a_job, a_session, paused)
     else:
         a_job.close()
         a_session.rollback()  # what the engine does when A's connection dies
+    # How long A kept B company: from B's start to the end of A's transaction (its commit or rollback).
+    a_ended = a.ended_at if first_commits and a.ended_at is not None else time.perf_counter()
     rival.join(timeout=hold_seconds + 30)
 
     losers = [(name, timed, delivery) for name, timed, delivery in (("A", a, a_delivery), ("B", b, b_delivery))
@@ -127,8 +138,9 @@ def race(
     return RaceOutcome(
         engine=database.engine,
         a_then="commits" if first_commits else "rolls back",
+        a_held_seconds=a_ended - rival_started,
         b_waited_at=slowest_step if waited else "did not wait",
-        b_wait_seconds=round(slowest, 1) if waited else 0.0,
+        b_wait_seconds=slowest if waited else 0.0,
         b_inserted=any(step == "charge" for step, _ in b.steps),
         failed=", ".join(f"{name} at {timed.failed_at}" for name, timed, _ in losers) or "nobody",
         error="; ".join((timed.error or "").split("\n")[0] for _, timed, _ in losers),
@@ -137,8 +149,9 @@ def race(
     )
 
 
-def _context(delivery: Delivery, session: PaymentsSession, broker: Broker, notes: list[str] | None = None) -> Context:
-    return Context(delivery, session, ack=lambda: broker.ack(delivery),
+def _context(delivery: Delivery, session: PaymentsSession, broker: Broker, notes: list[str] | None = None,
+             *, ack_lost: bool = False) -> Context:
+    return Context(delivery, session, ack=(lambda: None) if ack_lost else lambda: broker.ack(delivery),
                    note=(notes.append if notes is not None else lambda event: None))
 
 
@@ -269,3 +282,23 @@ def race_engines() -> tuple[dict[str, Callable[[], SqlPayments]], str]:
     if require_servers():
         raise RuntimeError(reason)
     return engines, f"Skipping PostgreSQL. {reason}"
+
+
+ISOLATION_LEVELS = ("READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE")
+"""PostgreSQL's isolation levels, weakest first; READ COMMITTED is its default and the course's."""
+
+
+def postgres_at(isolation: str) -> PostgresPayments:
+    """A PostgreSQL payments database whose handler transactions begin at ``isolation``.
+
+    At READ COMMITTED a racing ``INSERT ... ON CONFLICT DO NOTHING`` waits, then writes
+    zero rows. At REPEATABLE READ and SERIALIZABLE the same wait ends in a
+    serialization failure instead, because the winner's row is not in the loser's
+    snapshot: the loser must give the message back and try again in a new transaction.
+    """
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
+    database = PostgresPayments()
+    database.begin_statement = f"BEGIN ISOLATION LEVEL {isolation}"
+    database.engine = f"PostgreSQL, {isolation}"
+    return database

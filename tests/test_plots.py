@@ -3,6 +3,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from idemlib import plots  # noqa: E402
@@ -19,7 +20,17 @@ def close_figures():
 
 
 def assert_labelled(ax):
-    assert ax.get_title() and ax.get_xlabel()
+    assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+
+
+def hatches_by_colour(ax):
+    return {matplotlib.colors.to_hex(patch.get_facecolor()): patch.get_hatch() or "" for patch in ax.patches}
+
+
+def test_outcomes_have_colour_blind_safe_colours_and_a_second_cue():
+    assert set(plots.OUTCOME_COLOURS.values()) <= set(plots.OKABE_ITO.values())
+    assert len(set(plots.OUTCOME_HATCHES.values())) == len(plots.OUTCOME_HATCHES), "each outcome its own hatching"
+    assert matplotlib.rcParams["axes.prop_cycle"].by_key()["color"][0] == plots.OKABE_ITO["blue"]
 
 
 def test_the_sweep_plot_has_a_line_per_handler_and_the_owed_total():
@@ -29,6 +40,8 @@ def test_the_sweep_plot_has_a_line_per_handler_and_the_owed_total():
     assert ax.get_ylabel() == "total charged ($)"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[:2] == ["naive consumer", "inbox consumer"] and "owe" in labels[2]
+    lines = ax.get_lines()[:2]
+    assert lines[0].get_marker() != lines[1].get_marker(), "lines differ by more than colour"
 
 
 def test_the_crash_matrix_plot_colours_each_cell_by_its_outcome():
@@ -39,6 +52,26 @@ def test_the_crash_matrix_plot_colours_each_cell_by_its_outcome():
     assert len(colours) == len(matrix)
     red = matplotlib.colors.to_rgba(plots.OUTCOME_COLOURS["charged twice"])
     assert colours.count(red) == (matrix["outcome"] == "charged twice").sum() == 2
+    twice = [patch for patch in ax.patches if patch.get_facecolor() == red]
+    assert all(patch.get_hatch() == plots.OUTCOME_HATCHES["charged twice"] for patch in twice)
+    assert sum("charged twice" in text.get_text() for text in ax.texts) == 2, "the outcome is written in the cell"
+
+
+def test_the_legend_of_a_stacked_bar_chart_sits_beside_the_bars_not_on_them():
+    counts = pd.DataFrame({"charged once": [3, 0], "charged twice": [1, 4]}, index=["inbox", "naive"])
+    ax = plots.plot_outcome_counts(counts, title="t", xlabel="runs")
+    assert_labelled(ax)
+    ax.figure.canvas.draw()
+    legend, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= axes_box.x1, "the legend must not cover a bar"
+    assert hatches_by_colour(ax)[plots.OUTCOME_COLOURS["charged twice"].lower()] == "xx"
+
+
+def test_totals_are_labelled_with_their_outcome_in_words():
+    ax = plots.plot_totals(pd.Series({"no inbox": 80, "inbox": 40}), owed=40, title="t", xlabel="consumer")
+    assert_labelled(ax)
+    labels = [text.get_text() for text in ax.texts]
+    assert labels == ["$80: charged twice", "$40: charged once"]
 
 
 def test_the_timeline_has_a_row_per_actor():
@@ -46,3 +79,45 @@ def test_the_timeline_has_a_row_per_actor():
     ax = plots.plot_timeline(result.trace)
     assert_labelled(ax)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["broker", "consumer A", "consumer B"]
+
+
+def test_the_wait_plot_shows_both_measured_times_in_milliseconds_beside_a_legend():
+    races = pd.DataFrame({"engine": ["SQLite", "PostgreSQL"], "a_then": ["commits", "commits"],
+                          "b_waited_at": ["begin", "record id"], "a_held_seconds": [0.30123, 0.30051],
+                          "b_wait_seconds": [0.33871, 0.30037]})
+    ax = plots.plot_waits(races)
+    assert_labelled(ax)
+    assert "338.7 ms" in [text.get_text() for text in ax.texts]
+    ax.figure.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_the_retry_settings_plot_has_a_line_per_lease_on_both_panels():
+    grid = pd.DataFrame({"lease (s)": [30, 30, 60, 60], "max deliveries": [5, 1, 5, 1],
+                         "extra charges": [5, 0, 2, 0], "payments never made": [0, 6, 0, 6]})
+    extra, lost = plots.plot_retry_settings(grid, title="t")
+    for ax in (extra, lost):
+        assert_labelled(ax)
+        assert len(ax.get_lines()) == 2
+    assert extra.get_lines()[0].get_marker() != extra.get_lines()[1].get_marker()
+    assert extra.xaxis_inverted() and lost.xaxis_inverted()
+
+
+def test_cells_that_draw_for_themselves_get_the_same_palette_and_layout_from_the_lessons_folder():
+    from pathlib import Path
+
+    rc = matplotlib.rc_params_from_file(str(Path(__file__).resolve().parent.parent / "notebooks" / "matplotlibrc"),
+                                        use_default_template=False)
+    assert rc["axes.prop_cycle"] == matplotlib.rcParams["axes.prop_cycle"]
+    assert rc["figure.constrained_layout.use"] is True
+
+
+def test_a_blocked_cell_has_its_own_colour_hatching_and_legend_entry():
+    matrix = pd.DataFrame({"handler": ["in progress"] * 2, "fault": ["no fault", "crash after commit"],
+                           "total charged": [40, 40], "outcome": ["charged once", "blocked"]})
+    ax = plots.plot_crash_matrix(matrix)
+    colour, hatch, _ = plots.BLOCKED_OUTCOME["blocked"]
+    blocked = [p for p in ax.patches if p.get_facecolor() == matplotlib.colors.to_rgba(colour)]
+    assert len(blocked) == 1 and blocked[0].get_hatch() == hatch
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "blocked"
+    assert any(t.get_text().startswith("crash after\n") for t in ax.texts)

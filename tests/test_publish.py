@@ -38,6 +38,23 @@ def test_the_index_lists_every_lesson_with_one_line_and_a_link(site):
         assert re.search(rf'{path.stem}\.html">[^<]+</a>: \w', index)
 
 
+def test_the_index_renders_markdown_and_numbers_lessons_by_their_own_numbers(site):
+    index = (site / "index.html").read_text()
+    items = re.findall(r"<li>(.*?)</li>", index)
+    assert [re.search(r'">(\d\d) · ', item).group(1) for item in items] == [p.name[:2] for p in LESSONS]
+    assert "<ol" not in index, "a numbered list would count 0, 1, 2... past a lesson not yet written"
+    text = re.sub(r"<[^>]+>", "", index)
+    assert "`" not in text and not re.search(r"(?<!\w)\*\w", text), "raw markdown on the index"
+    assert "<code>" in index or "<em>" in index
+
+
+def test_building_a_lesson_logs_no_kernel_transport_warning(capfd):
+    from idemlib.publish import execute
+
+    execute(LESSONS[0])
+    assert "without encryption" not in capfd.readouterr().err
+
+
 def test_every_page_links_to_its_neighbours_and_embeds_its_plots(site):
     for number, path in enumerate(LESSONS):
         page = (site / f"{path.stem}.html").read_text()

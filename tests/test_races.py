@@ -3,11 +3,12 @@
 import threading
 
 import pytest
+from conftest import need_postgres
 
 from idemlib.explore import interleavings
 from idemlib.handlers import InboxHandler, NaiveHandler, WorkFirstHandler
 from idemlib.messages import Message, payment_stream
-from idemlib.races import race, race_engines, stress, with_duplicates
+from idemlib.races import postgres_at, race, race_engines, stress, with_duplicates
 from idemlib.stores import DuckDBPayments, SQLitePayments, WriteConflict
 
 
@@ -57,6 +58,28 @@ def test_postgres_makes_the_second_insert_wait_for_the_first_transaction(postgre
     rolled_back = race(postgres, first_commits=False, hold_seconds=0.3)
     assert rolled_back.b_waited_at == "record id" and rolled_back.b_inserted
     assert rolled_back.total_charged == 40
+
+
+def test_postgres_waits_as_long_as_the_holder_holds_and_reports_both_unrounded(postgres):
+    outcome = race(postgres, hold_seconds=0.3)
+    assert outcome.a_held_seconds >= 0.3
+    assert abs(outcome.b_wait_seconds - outcome.a_held_seconds) < 0.05  # thread hand-overs, not the lock
+    assert outcome.b_wait_seconds != round(outcome.b_wait_seconds, 1)
+
+
+@pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_above_read_committed_the_waiting_insert_fails_to_serialize_and_a_retry_skips(isolation):
+    need_postgres()
+    outcome = race(postgres_at(isolation), hold_seconds=0.2, a_ack_lost=True)
+    assert outcome.failed == "B at record id" and "SerializationFailure" in outcome.error
+    assert outcome.retry == "duplicate skipped" and outcome.total_charged == 40
+    rolled_back = race(postgres_at(isolation), first_commits=False, hold_seconds=0.2)
+    assert rolled_back.failed == "nobody" and rolled_back.b_inserted
+
+
+def test_an_unknown_isolation_level_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="READ COMMITTED"):
+        postgres_at("SNAPSHOT")
 
 
 def test_under_load_every_engine_charges_each_payment_exactly_once(engine):

@@ -34,17 +34,37 @@ def check_triple_charge(plan: Any) -> Feedback:
     return hint(f"Your plan charged ${charged}: too many redeliveries. Count how many deliveries must commit.")
 
 
+def _dollars(answer: Any) -> float | None:
+    """120, 120.0, numpy's 120, "120" and "$1,120" all read as dollars; anything else is None."""
+    if isinstance(answer, bool):
+        return None
+    if isinstance(answer, str):
+        answer = answer.strip().lstrip("$").replace(",", "")
+    try:
+        return float(answer)
+    except (TypeError, ValueError):
+        return None
+
+
 @exercise
 def check_overcharge(answer: Any, *, messages: int = 200, rate: float = 0.25, seed: int = 7) -> Feedback:
     """Lesson 01: dollars overcharged by the naive consumer on ``payment_stream(messages)`` at ``rate`` ack loss."""
     if (missing := blank(answer, "a number of dollars")) is not None:
         return missing
+    dollars = _dollars(answer)
+    if dollars is None:
+        return hint(f"Give a number of dollars (such as 120 or \"$120\"), not {answer!r}.")
     stream = payment_stream(messages)
     result = simulate(NaiveHandler(), stream, faults=FaultPlan(ack_loss_rate=rate, seed=seed))
     overcharge = result.total_charged - result.expected_total
+    answer = dollars
     if answer == overcharge:
-        return right(f"${overcharge} more than the customers owe, from nothing but lost acks.")
+        return right(f"${overcharge:,} more than the customers owe, from nothing but lost acks.")
     if answer == result.total_charged:
         return hint("That is everything charged. The question asks how much more than the customers owe.")
-    return hint(f"Not ${answer}. Run the naive consumer on payment_stream({messages}) with "
+    if answer == result.expected_total:
+        return hint("That is what the customers owe. The question asks how much was charged on top of it.")
+    if answer == -overcharge:
+        return hint("Right size, wrong sign: subtract what is owed from what was charged.")
+    return hint(f"Not ${answer:,.0f}. Run the naive consumer on payment_stream({messages}) with "
                  f"FaultPlan(ack_loss_rate={rate}, seed={seed}) and compare total_charged with expected_total.")

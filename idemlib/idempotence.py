@@ -1,0 +1,85 @@
+"""What "idempotent" means, shown on a real database and a lift button.
+
+An operation is idempotent when performing it several times leaves the system in the
+same state as performing it once. What counts is the state, not the answer: a repeat
+may reply differently or write a log line, as long as the data ends up the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import pandas as pd
+
+SETUP = (
+    "CREATE TABLE accounts (account_id INTEGER PRIMARY KEY, balance INTEGER NOT NULL)",
+    "INSERT INTO accounts VALUES (7, 0)",
+    "CREATE TABLE orders (order_id INTEGER PRIMARY KEY, status VARCHAR NOT NULL)",
+    "INSERT INTO orders VALUES (1042, 'NEW')",
+    "CREATE TABLE payments (order_id INTEGER NOT NULL, amount INTEGER NOT NULL)",
+    "CREATE TABLE carts (cart_id INTEGER PRIMARY KEY)",
+    "INSERT INTO carts VALUES (9), (10)",
+)
+"""A scratch database: account 7 with a zero balance, order 1042 not yet paid, two carts."""
+
+TABLES = ("accounts", "orders", "payments", "carts")
+
+STATEMENTS = {
+    "set the status": "UPDATE orders SET status = 'PAID' WHERE order_id = 1042",
+    "take 40 off the balance": "UPDATE accounts SET balance = balance - 40 WHERE account_id = 7",
+    "insert a payment": "INSERT INTO payments (order_id, amount) VALUES (1042, 40)",
+    "upsert the status": "INSERT INTO orders (order_id, status) VALUES (1042, 'PAID') "
+                         "ON CONFLICT (order_id) DO UPDATE SET status = excluded.status",
+    "delete a cart": "DELETE FROM carts WHERE cart_id = 9",
+}
+"""Lesson 00's exercise: statements a handler might run, some safe to repeat and some not."""
+
+
+def scratch() -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory DuckDB database holding :data:`SETUP`."""
+    db = duckdb.connect(":memory:")
+    for statement in SETUP:
+        db.execute(statement)
+    return db
+
+
+def state(db: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table, sorted: what "the same state" is compared on."""
+    return {table: sorted(db.execute(f"SELECT * FROM {table}").fetchall()) for table in TABLES}
+
+
+def balances_after(statement: str, runs: int = 3) -> pd.Series:
+    """Account 7's balance after each of ``runs`` runs of ``statement`` (it starts at 0)."""
+    db = scratch()
+    balances = []
+    for _ in range(runs):
+        db.execute(statement)
+        balances.append(db.execute("SELECT balance FROM accounts WHERE account_id = 7").fetchone()[0])
+    return pd.Series(balances, index=pd.RangeIndex(1, runs + 1, name="after run"), name="balance (CZK)")
+
+
+def is_idempotent(statement: str, runs: int = 3) -> bool:
+    """Whether ``runs`` runs of ``statement`` leave the scratch database as one run does."""
+    once, many = scratch(), scratch()
+    once.execute(statement)
+    for _ in range(runs):
+        many.execute(statement)
+    return state(once) == state(many)
+
+
+@dataclass
+class Lift:
+    """A lift's call button: pressing it again answers differently and is logged, but calls no second lift."""
+
+    trips: list[int] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+
+    def press(self, floor: int) -> str:
+        """Call the lift to ``floor``; the answer says whether this press changed anything."""
+        if floor in self.trips:
+            self.log.append(f"button on floor {floor} pressed again")
+            return f"already on its way to floor {floor}"
+        self.trips.append(floor)
+        self.log.append(f"lift called to floor {floor}")
+        return f"on its way to floor {floor}"

@@ -1,0 +1,60 @@
+"""Lesson 01's exercises: a plan that charges m-7f3 three times, and the overcharge of a faulty day."""
+
+from __future__ import annotations
+
+import numpy as np
+from exercise_bank import Bank, Wrong, bank_tests
+
+from idemlib.faults import Crash, FaultPlan, LostAck
+from idemlib.handlers import NaiveHandler
+from idemlib.messages import payment_stream
+from idemlib.sim import simulate
+
+
+def _overcharge() -> tuple[int, int, int]:
+    run = simulate(NaiveHandler(), payment_stream(200), faults=FaultPlan(ack_loss_rate=0.25, seed=7))
+    return run.total_charged - run.expected_total, run.total_charged, run.expected_total
+
+
+OVER, TOTAL, OWED = _overcharge()
+
+BANKS = {
+    "check_triple_charge": Bank(
+        right=[
+            (FaultPlan(lost_acks=[LostAck(1), LostAck(2)]),),
+            (FaultPlan(lost_acks=[LostAck(delivery=1, message_id="m-7f3"), LostAck(delivery=2, message_id="m-7f3")]),),
+            # a crash after the commit, before the ack, loses the ack just the same
+            (FaultPlan(crashes=[Crash("ack", delivery=1), Crash("ack", delivery=2)]),),
+            (FaultPlan(lost_acks=[LostAck(1)], crashes=[Crash("ack", delivery=2)]),),
+        ],
+        wrong=[
+            Wrong((FaultPlan(lost_acks=[LostAck(1)]),), "Each extra charge"),
+            Wrong((FaultPlan(crashes=[Crash("commit"), Crash("commit", delivery=2)]),), "Each extra charge"),
+            Wrong((FaultPlan(lost_acks=[LostAck(1), LostAck(2), LostAck(3)]),), "too many"),
+            Wrong((FaultPlan(lost_acks=[LostAck(n) for n in range(1, 6)]),), "dead-letter"),
+            Wrong((FaultPlan(lost_acks=[LostAck(1, message_id="m-8a1"), LostAck(2, message_id="m-8a1")]),), "charged $40"),
+            Wrong(([LostAck(1), LostAck(2)],), "FaultPlan"),
+        ],
+    ),
+    "check_overcharge": Bank(
+        right=[(OVER,), (float(OVER),), (np.int64(OVER),), (str(OVER),), (f"${OVER:,}",)],
+        wrong=[
+            Wrong((TOTAL,), "everything charged"),
+            Wrong((OWED,), "what the customers owe"),
+            Wrong((-OVER,), "sign"),
+            Wrong((OVER + 40,), "compare total_charged"),
+            Wrong(("a lot",), "number of dollars"),
+            Wrong((True,), "number of dollars"),
+        ],
+    ),
+}
+
+test_bank = bank_tests(BANKS)
+
+
+def test_no_hint_gives_the_overcharge_away():
+    from idemlib.exercises import check_overcharge
+
+    for wrong in (TOTAL, OWED, -OVER, OVER + 40, 0):
+        message = check_overcharge(wrong).message
+        assert f"${OVER}" not in message and f"${OVER:,}" not in message
