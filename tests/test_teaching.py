@@ -16,11 +16,13 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def sections(text: str) -> dict[str, str]:
-    """Each ``###`` section of the guide by its heading (links reduced to their text), with its body."""
+    """Each ``###`` section of the guide by its heading (links reduced to their text), with its body,
+    which ends at the next heading of any level."""
     found: dict[str, str] = {}
-    for part in re.split(r"^### ", text, flags=re.MULTILINE)[1:]:
+    for part in re.split(r"^(?=#{1,3} )", text, flags=re.MULTILINE):
         heading, _, body = part.partition("\n")
-        found[re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip()] = body
+        if heading.startswith("### "):
+            found[re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading[4:]).strip()] = body
     return found
 
 
@@ -40,6 +42,17 @@ def test_every_lesson_has_a_section_naming_each_of_its_exercise_checks(path):
     assert not missing, f"the section on {path.stem} never names {missing}"
 
 
+@pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.stem)
+def test_every_numbered_part_the_guide_names_is_a_heading_of_the_lesson(path):
+    notebook = nbformat.read(path, as_version=4)
+    headings = [line.lstrip("#").strip() for cell in notebook.cells if cell.cell_type == "markdown"
+                for line in cell.source.splitlines() if line.startswith("##")]
+    named = re.findall(r"\*(\d+b? ?[.·] [^*\n]+)\*", section_of(path))
+    assert named, f"the section on {path.stem} names none of the lesson's parts"
+    missing = [name for name in named if not any(heading.startswith(name) for heading in headings)]
+    assert not missing, f"the section on {path.stem} names parts the lesson does not have: {missing}"
+
+
 def test_every_relative_link_resolves():
     links = LINK.findall(GUIDE.read_text(encoding="utf-8"))
     relative = [link.split("#")[0] for link in links if not re.match(r"[a-z]+:|#", link)]
@@ -49,7 +62,7 @@ def test_every_relative_link_resolves():
 
 
 def test_sections_are_found_by_heading_with_links_reduced_to_their_text():
-    assert sections("### [01 · A](notebooks/01_a.ipynb)\nbody `check_x`\n### 02 · B\n") == {
+    assert sections("### [01 · A](notebooks/01_a.ipynb)\nbody `check_x`\n### 02 · B\n## Grading\n`check_y`\n") == {
         "01 · A": "body `check_x`\n", "02 · B": ""}
 
 
