@@ -14,6 +14,7 @@ syntax error, a loop that never ends, a kernel that dies — each is a row.
 
 from __future__ import annotations
 
+import ast
 import csv
 import html
 import os
@@ -103,9 +104,11 @@ def audit_checks(submission: NotebookNode, expected: list[Exercise]) -> dict[str
     for index, cell in enumerate(submission.cells):
         if cell.cell_type == "code" and (name := _called_check(cell.source)) and name not in found:
             found[name] = (index, _normalised(cell.source))
-    problems: dict[str, str] = {}
+    problems: dict[str, str] = {name: "check edited" for name in rebound_checks(submission)}
     last = -1
     for number, exercise in enumerate(expected):
+        if exercise.name in problems:
+            continue
         if exercise.name not in found:
             problems[exercise.name] = "check missing"
             continue
@@ -120,14 +123,44 @@ def audit_checks(submission: NotebookNode, expected: list[Exercise]) -> dict[str
 
 
 def verdicts_in(executed: NotebookNode) -> dict[str, dict[str, str]]:
-    """The last verdict each check displayed, read from its structured output."""
+    """The verdict each check displayed, read from its structured output in its own check cell only.
+
+    A verdict shown anywhere else (a cell a student added, printing a fake one) is not a check's.
+    """
     seen: dict[str, dict[str, str]] = {}
     for cell in executed.cells:
+        name = _called_check(cell.source) if cell.cell_type == "code" else None
+        if name is None or name in seen:
+            continue
         for output in cell.get("outputs", []):
             verdict = output.get("data", {}).get(VERDICT_MIME)
-            if isinstance(verdict, dict) and verdict.get("exercise"):
-                seen[verdict["exercise"]] = verdict
+            if isinstance(verdict, dict) and verdict.get("exercise") == name:
+                seen[name] = verdict
     return seen
+
+
+def rebound_checks(submission: NotebookNode) -> set[str]:
+    """Check names a submission binds itself (a ``def``, an assignment, an import under another name):
+    a check replaced by the student's own, whatever its cell shows. Importing from idemlib.exercises is fine."""
+    bound: set[str] = set()
+    for cell in submission.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue  # a cell that does not parse binds nothing; running it reports the error
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                if isinstance(node, ast.ImportFrom) and node.module == "idemlib.exercises":
+                    bound |= {alias.asname for alias in node.names if alias.asname and alias.asname != alias.name}
+                else:
+                    bound |= {alias.asname or alias.name for alias in node.names}
+    return {name for name in bound if name.startswith("check_")}
 
 
 def run_submission(path: Path, out: Path, cell_seconds: int = CELL_SECONDS) -> None:

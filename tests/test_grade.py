@@ -75,6 +75,15 @@ def graded(tmp_path_factory):
         "deleted.ipynb": handed_in(lesson, RIGHT, edit=lambda c: c.pop(4)),
         "moved.ipynb": handed_in(lesson, RIGHT, edit=swap_answer_and_check),
         "other.ipynb": new_notebook(cells=[new_markdown_cell("# My holiday notes")]),
+        # A fake verdict displayed by a cell of the student's own is not the check's.
+        "faked.ipynb": handed_in(lesson, edit=lambda c: c.insert(5, new_code_cell(
+            "from IPython.display import display\n"
+            "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_running_example', "
+            "'verdict': 'right', 'message': ''}}, raw=True)"))),
+        # A check replaced by the student's own function, its cell untouched.
+        "rebound.ipynb": handed_in(lesson, edit=lambda c: c.insert(3, new_code_cell(
+            "from idemlib.exercises.feedback import Feedback\n"
+            "def check_running_example(answer):\n    return Feedback(True, 'yes', 'check_running_example')"))),
     }
     for name, notebook in cases.items():
         nbformat.write(notebook, folder / name)
@@ -104,6 +113,8 @@ EXPECTED = {
     "deleted": {"check_running_example": "check missing", "check_overcharge": "blank"},
     "moved": {"check_running_example": "check moved", "check_overcharge": "blank"},
     "other": {"file": "no lesson"},
+    "faked": {"check_running_example": "blank", "check_overcharge": "blank"},
+    "rebound": {"check_running_example": "check edited", "check_overcharge": "blank"},
     "essay": {"file": "not a notebook"},
     "broken": {"file": "not a notebook"},
 }
@@ -130,7 +141,7 @@ def test_the_csv_and_the_page_hold_every_row(graded):
     assert "✓ right" in page and "! check edited" in page and "not a notebook" in page
     totals = page.split("right per exercise")[1]
     # Per exercise, right / graded, in column order (lesson 90: overcharge, then running example).
-    assert "<td class='total'>0 / 10</td><td class='total'>3 / 10</td>" in totals
+    assert "<td class='total'>0 / 12</td><td class='total'>3 / 12</td>" in totals
     # The header, a row per student (those whose files could not be graded too), and the totals.
     assert page.count("<tr><th>") == 1 + len(EXPECTED) + 1
 
@@ -186,3 +197,11 @@ def test_the_grade_page_opens_in_a_browser_without_errors(graded, browser):
     assert page.locator("td.right").count() >= 3
     assert errors == []
     page.close()
+
+
+def test_no_lesson_binds_a_check_name_itself_so_no_honest_copy_is_flagged():
+    from idemlib.grade import rebound_checks
+    from idemlib.publish import lesson_paths
+
+    assert {path.stem: rebound_checks(nbformat.read(path, as_version=4)) for path in lesson_paths()} == {
+        path.stem: set() for path in lesson_paths()}
