@@ -167,8 +167,12 @@ SLOW_SECONDS = 45.0
 
 
 def at_once(design: Design) -> Outcome:
-    """Two consumers hold the message at once: the first is slow after its first step, its lease runs out,
-    and the broker hands the message to the second while the first still works (one run, no crash)."""
+    """Two consumers hold the message at once (one run, no crash).
+
+    Every delivery pauses :data:`SLOW_SECONDS` before its second step, so the first
+    consumer's lease runs out after its first step and the broker hands the message to
+    the second while the first still works.
+    """
     return run(design, consumers=2, step_seconds={design.service().steps[1]: SLOW_SECONDS})
 
 

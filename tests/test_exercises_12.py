@@ -13,7 +13,7 @@ BANKS = {
                (["No ", "y", "n", "FALSE", "true"],),
                ({"q1": "no", "q2": "yes", "q3": "no", "q4": "no", "q5": "yes"},),
                ({"q5": "yes", "q3": "no", "q1": "no", "q4": "no", "q2": "yes"},),  # keys give the order
-               (np.array([False, True, False, False, True]),)],
+               (np.array([False, True, False, False, True]),), ("no, yes, no, no, yes",), ("No Yes No No Yes",)],
         wrong=[
             Wrong((["yes"] * 5,), "question 1"),
             Wrong((["no"] * 5,), "question 2"),  # "no guard, so every answer is no"
@@ -23,7 +23,8 @@ BANKS = {
             Wrong((["no", "yes", "yes", "no", "yes"],), "question 3"),
             Wrong((["yes", "yes", "no", "no", "yes"],), "question 1"),  # mistakes 1 and 4 combined, the old design
             Wrong((["no", "yes", "no"],), "five"),
-            Wrong(("no, yes, no, no, yes",), "five"),
+            Wrong(("no, yes, no",), "five"),
+            Wrong(("no yes no no yes yes",), "five"),
             Wrong((["no", "yes", "maybe", "no", "yes"],), "yes or no"),
         ],
     ),

@@ -38,7 +38,9 @@ def check_five_answers(answers: Any) -> Feedback:
         numbers = ["".join(filter(str.isdigit, str(key))) for key in answers]
         ordered = sorted(numbers) == ["1", "2", "3", "4", "5"]
         answers = [answers[key] for _, key in sorted(zip(numbers, answers))] if ordered else list(answers.values())
-    if isinstance(answers, str) or not hasattr(answers, "__len__") or len(answers) != 5:
+    if isinstance(answers, str):
+        answers = answers.replace(",", " ").split()  # "no, yes, no, no, yes" reads as five answers
+    if not hasattr(answers, "__len__") or len(answers) != 5:
         return hint("Give a list of five answers, one per question, in the seed's order.")
     given = [_yes_no(answer) for answer in answers]
     if None in given:
