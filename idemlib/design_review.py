@@ -230,7 +230,10 @@ def five_questions(design: Design, outage_hours: float = OUTAGE_HOURS) -> pd.Ser
 
 
 def review(designs: tuple[Design, ...], *, outage_hours: float = OUTAGE_HOURS) -> pd.DataFrame:
-    """The five questions (rows) for each design (columns), every cell from a run; question 4's retry ``outage_hours`` late."""
+    """The five questions (rows) for each design (columns), every cell from a run.
+
+    Question 4's retry comes ``outage_hours`` after the first attempt.
+    """
     return pd.concat([five_questions(design, outage_hours) for design in designs], axis=1)
 
 

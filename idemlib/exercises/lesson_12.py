@@ -60,7 +60,7 @@ def check_five_answers(answers: Any) -> Feedback:
         count = f"{len(wrong)} of the five answers {'is' if len(wrong) == 1 else 'are'}"
         return hint(f"{count} not what the run shows. Start with question {first}: {clue}")
     return right("every answer matches the run: no guard fails the account's questions (1 and 3), short keys fail "
-                 "question 4, and the derived key still keeps a payout whose answer was lost single (2 and 5).")
+                 "question 4, and the derived key still makes a repeated payout call harmless (2 and 5).")
 
 
 @exercise
@@ -81,5 +81,5 @@ def check_safe_design(design: Any) -> Feedback:
         return hint(f"The run answers no to {asked}. Run review((my_design,), "
                     f"outage_hours={LONGEST_OUTAGE_HOURS:g}) to see what each run measured, change one setting, "
                     f"and check again.")
-    return right(f"{design.guard} with a {design.payout_key} key kept {design.key_hours:g} h answers all five questions yes, "
-                 f"with a retry {LONGEST_OUTAGE_HOURS:g} h late.")
+    return right(f"{design.guard} with a {design.payout_key} key kept {design.key_hours:g} h answers all five "
+                 f"questions yes, with a retry {LONGEST_OUTAGE_HOURS:g} h late.")
