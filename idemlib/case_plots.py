@@ -28,26 +28,25 @@ def _bars(ax, labels: list[str], series: dict[str, tuple[list[int], str, str]]) 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(0, max(max(values) for values, _, _ in series.values()) * 1.12 + 0.2)
     ax.grid(axis="x", alpha=0.3)
-    # Below the axes, so no legend ever covers a bar.
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9, frameon=False)
+    # Below the axes (the figure's constrained layout makes room), so no legend ever covers a bar.
+    ax.figure.legend(loc="outside lower center", ncol=2, fontsize=9, frameon=False)
 
 
 def plot_retry_policies(table: pd.DataFrame) -> Figure:
     """Applications with duplicate accounts and with no account, for each retry policy."""
-    figure, ax = plt.subplots(figsize=(9, 4.2))
+    figure, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
     _bars(ax, list(table["policy"]), {
         "applications with two or more accounts": (list(table["two or more accounts"]), VERMILLION, "//"),
         "applications with no account (dead-lettered)": (list(table["no account"]), ORANGE, ".."),
     })
     ax.set_xlabel("applications (of the day's approvals)")
     ax.set_title("No retries lose accounts; careful retries still duplicate")
-    figure.tight_layout()
     return figure
 
 
 def plot_mistakes(table: pd.DataFrame) -> Figure:
     """For each mistake, accounts and payouts under its failure, with the mistake and with the inbox."""
-    figure, ax = plt.subplots(figsize=(9, 6))
+    figure, ax = plt.subplots(figsize=(9, 6), layout="constrained")
     _bars(ax, list(table["mistake"]), {
         "accounts, with the mistake": (list(table["accounts"]), VERMILLION, "//"),
         "payouts, with the mistake": (list(table["payouts"]), ORANGE, "\\\\"),
@@ -57,7 +56,6 @@ def plot_mistakes(table: pd.DataFrame) -> Figure:
     ax.axvline(1, color="black", linestyle="--", linewidth=1)
     ax.set_xlabel("count for application 42 (dashed line: the one right answer, 1)")
     ax.set_title("Each mistake doubles an account or a payout; the fix does not")
-    figure.tight_layout()
     return figure
 
 

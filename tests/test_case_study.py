@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from idemlib.design_review import (MISTAKES, SAFE, Design, applications, crash_matrix, five_questions, race,
-                                   reproduce_mistakes, retry_policies, run)
+from idemlib.design_review import (MISTAKES, SAFE, Design, applications, at_once, crash_matrix, five_questions,
+                                   race, reproduce_mistakes, retry_policies, run)
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import BadMessage, Message
 from idemlib.mortgage import APPLICATION_42, AccountService, parse_open_account
@@ -28,6 +28,13 @@ def test_each_mistake_fails_under_its_failure_and_the_inbox_holds_under_the_same
 def test_checking_outside_the_transaction_loses_most_races():
     counts = race(MISTAKES[0])["accounts"].value_counts().to_dict()
     assert counts.get(2, 0) > counts.get(1, 0) > 0
+
+
+@pytest.mark.parametrize("guard, accounts", [("check outside", 2), ("memory", 2), ("none", 2), ("inbox", 1),
+                                             ("unique application", 1), ("version", 1)])
+def test_two_consumers_holding_the_message_at_once_open_two_accounts_unless_the_guard_is_transactional(guard, accounts):
+    outcome = at_once(Design(guard, guard=guard))
+    assert (outcome.accounts, outcome.payouts) == (accounts, 1)
 
 
 def test_memory_catches_a_lost_ack_but_forgets_on_restart():
@@ -60,6 +67,15 @@ def test_the_five_questions_tell_the_mistakes_from_the_safe_designs():
     expected_no = {MISTAKES[0]: 3, MISTAKES[1]: 2, MISTAKES[2]: 1, MISTAKES[3]: 4, MISTAKES[4]: 5}
     for design, question in expected_no.items():
         assert five_questions(design).iloc[question - 1].startswith("NO"), (design.label, question)
+    # Two deliveries at once are a way of arriving twice: the check outside fails question 1 too.
+    assert "two consumers at once: 2 accounts" in five_questions(MISTAKES[0]).iloc[0]
+
+
+def test_keys_must_outlive_the_longest_outage_not_just_the_usual_one():
+    inbox = SAFE[0]
+    assert five_questions(inbox, 3).iloc[3].startswith("yes")
+    assert five_questions(inbox, 30).iloc[3] == "NO: keys kept 24 h, retry 30 h later: 1 account, 2 payouts"
+    assert five_questions(Design("longer", key_hours=30.5), 30).iloc[3].startswith("yes")
 
 
 def test_retries_off_lose_accounts_and_careful_retries_still_duplicate():
@@ -97,6 +113,16 @@ def test_a_malformed_open_account_message_is_refused_with_its_field_named(body):
 def test_a_malformed_message_is_dead_lettered_and_the_good_one_still_opens_its_account():
     outcome = run(SAFE[0], messages=(Message("m-bad", {"application_id": 7}), APPLICATION_42))
     assert outcome.once and outcome.dead_letters == 1
+
+
+@pytest.mark.parametrize("settings, message", [({"guard": "inbx"}, "guard must be one of"),
+                                               ({"payout_key": "Derived"}, "payout_key must be one of"),
+                                               ({"key_hours": 0}, "key_hours must be"),
+                                               ({"key_hours": float("nan")}, "key_hours must be"),
+                                               ({"key_hours": "24"}, "key_hours must be")])
+def test_a_design_is_refused_when_built_with_a_setting_it_cannot_run(settings, message):
+    with pytest.raises(ValueError, match=message):
+        Design("mine", **settings)
 
 
 def test_a_design_with_an_unknown_setting_says_what_it_accepts():
