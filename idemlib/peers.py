@@ -72,6 +72,15 @@ def start_fork_server() -> None:
     forkserver.ensure_running()
 
 
+def library_defaults() -> dict[str, Any]:
+    """What the library's own ``IdempotencyConfig()`` sets when given nothing, read from the installed package."""
+    config = IdempotencyConfig()
+    return {"records expire after (s)": config.expires_after_seconds,
+            "payload validation": config.payload_validation_jmespath or "off",
+            "raise_on_no_idempotency_key": config.raise_on_no_idempotency_key,
+            "Lambda context registered (deadline)": config.lambda_context is not None}
+
+
 @dataclass(frozen=True)
 class PeerSettings:
     """How the library is configured for a run (the arguments of ``IdempotencyConfig``, in the course's words).
@@ -81,7 +90,7 @@ class PeerSettings:
     which is what code outside Lambda, or a handler that forgot, does.
     """
 
-    expires_after_seconds: int = 3600
+    expires_after_seconds: int = IdempotencyConfig().expires_after_seconds
     deadline_ms: int | None = None
     payload_validation: bool = False
     raise_on_no_key: bool = False

@@ -106,3 +106,11 @@ def test_settings_the_library_cannot_honour_are_refused_with_a_reason():
         p.PeerSettings(expires_after_seconds=0.5)
     with pytest.raises(ValueError, match="deadline_ms"):
         p.PeerSettings(deadline_ms=-1)
+
+
+def test_the_defaults_run_is_the_library_left_to_its_own_defaults():
+    p = peers()
+    defaults, settings = p.library_defaults(), p.PeerSettings()
+    assert defaults["records expire after (s)"] == settings.expires_after_seconds == 3600
+    assert (defaults["raise_on_no_idempotency_key"], defaults["payload validation"]) == (settings.raise_on_no_key, "off")
+    assert not defaults["Lambda context registered (deadline)"] and settings.deadline_ms is None
