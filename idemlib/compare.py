@@ -17,7 +17,7 @@ import pandas as pd
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler
-from idemlib.inprogress import LEASE_SECONDS, InProgressHandler, RecordsDuckDB, run_long
+from idemlib.inprogress import BACKED_OFF, LEASE_SECONDS, InProgressHandler, RecordsDuckDB, run_long
 from idemlib.messages import Message
 from idemlib.peers import PeerRun, PeerSettings, run_powertools
 from idemlib.sim import outcome_of, simulate
@@ -101,8 +101,8 @@ def powertools_scenarios(lease: float = 0.2) -> pd.DataFrame:
     """The library's behaviours the lesson measures beyond :func:`side_by_side`, each a real run on the real Redis.
 
     One row per scenario: what the customers owe, what was charged, how many
-    deliveries were refused or rejected, what was dead-lettered, and what the
-    library warned. The short-expiry run waits out real seconds: a record lives at
+    deliveries were refused or rejected, what was dead-lettered, which errors the
+    library raised and what it warned. The short-expiry run waits out real seconds: a record lives at
     least one whole second (Redis counts its life in seconds), and the lease leaves a
     second's margin for a slow machine.
     """
@@ -125,7 +125,9 @@ def powertools_scenarios(lease: float = 0.2) -> pd.DataFrame:
     for (name, messages, _, _), run in zip(scenarios, runs):
         owed = sum({(m.message_id, m.body["amount"]): m.body["amount"] for m in messages}.values())  # each payload once
         summary = run.summary()
+        raised = run.trace[run.trace["event"].isin([BACKED_OFF, "rejected", "failed"])]["detail"]
         rows.append({"scenario": name, "owed ($)": owed, "charged ($)": summary["charged ($)"], "refused": summary["refused"],
                      "rejected": summary["rejected"], "failed": summary["failed"], "dead-lettered": summary["dead-lettered"],
+                     "raised": ", ".join(dict.fromkeys(detail.split(":")[0] for detail in raised)) or "-",
                      "warned": "; ".join(dict.fromkeys(w.split(".")[0] for w in run.warnings)) or "-"})
     return pd.DataFrame(rows).set_index("scenario")

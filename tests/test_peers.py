@@ -79,6 +79,12 @@ def test_the_scenarios_the_lesson_measures():
     assert table.loc["no key, raise_on_no_idempotency_key on", "dead-lettered"] == 1
     # The orphan lock of the first takeover outlives the leases: every later delivery fails until it expires.
     assert table.loc["deadline, two crashes after the claim", "failed"] == 3
+    raised = table["raised"].to_dict()
+    assert raised["deadline, two crashes after the claim"] == "IdempotencyInconsistentStateError"
+    assert raised["ID reused for $50, payload validation on"] == "IdempotencyValidationError"
+    assert raised["no key, raise_on_no_idempotency_key on"] == "IdempotencyKeyError"
+    assert raised["duplicate published, both copies held at once"] == "IdempotencyAlreadyInProgressError"
+    assert raised["ID reused for $50, payload validation off"] == "-"
     assert table.loc["duplicate published, both copies held at once", "refused"] >= 1
 
 
