@@ -64,12 +64,15 @@ def plot_sweep(
 
 
 def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
-                      title: str = "What one crash or lost ack does to a $40 charge, by handler") -> Axes:
+                      title: str = "What one crash or lost ack does to a $40 charge, by handler",
+                      outcome_text: bool = False) -> Axes:
     """One coloured cell per (handler, fault): green charged once, amber charge lost, red charged twice.
 
     ``matrix`` is the table from :func:`idemlib.explore.crash_matrix` (or
     ``store_matrix``, whose first column is ``setup``); each row of the figure lists
-    one handler's faults in the order its steps run.
+    one handler's faults in the order its steps run. ``outcome_text`` writes the
+    outcome in each cell too, for tables whose dollars alone do not tell it (an
+    outcome over several effects).
     """
     matrix = matrix.rename(columns={"setup": "handler"})
     handlers = list(dict.fromkeys(matrix["handler"]))
@@ -82,7 +85,8 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
             colour, hatch, lines = BLOCKED_OUTCOME.get(cell["outcome"], (OUTCOME_COLOURS.get(cell["outcome"]), None, "white"))
             ax.add_patch(Rectangle((column, y), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor=lines))
             label = re.sub(r"^crash (before|after) ", r"crash \1\n", str(cell["fault"]))
-            ax.text(column + 0.47, y + 0.45, f"{label}\n${cell['total charged']}", ha="center", va="center",
+            said = f"\n{cell['outcome']}" if outcome_text else ""
+            ax.text(column + 0.47, y + 0.45, f"{label}\n${cell['total charged']}{said}", ha="center", va="center",
                     fontsize=8, color="white", fontweight="bold")
     ax.set_xlim(0, width)
     ax.set_ylim(0, len(handlers))
