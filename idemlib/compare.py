@@ -9,7 +9,7 @@ course's consumers run in the simulator.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
@@ -17,7 +17,7 @@ import pandas as pd
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler
-from idemlib.inprogress import LEASE_SECONDS, InProgressHandler, RecordsDuckDB, run_long
+from idemlib.inprogress import BACKED_OFF, LEASE_SECONDS, InProgressHandler, RecordsDuckDB, run_long
 from idemlib.messages import Message
 from idemlib.peers import PeerRun, PeerSettings, run_powertools
 from idemlib.sim import outcome_of, simulate
@@ -53,6 +53,11 @@ def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.2,
     the library is left out). One row per (consumer, crash point), in the columns
     :func:`idemlib.plots.plot_crash_matrix` reads.
     """
+    jobs = [(label, point, settings, _plan(point, peer_step))
+            for label, settings in (peers or {}).items() for point, _, _, peer_step in CRASH_POINTS]
+    # Started first: the library's runs mostly wait out real leases, and the course's simulated runs fill that time.
+    started = _in_parallel([(([RUNNING_EXAMPLE], settings), {"faults": plan, "lease": lease})
+                            for _, _, settings, plan in jobs])
     rows = []
     handler = InProgressHandler(course_deadline_leases * LEASE_SECONDS)
     inbox_db, records_db = DuckDBPayments(), RecordsDuckDB()
@@ -64,10 +69,7 @@ def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.2,
         course = run_long(handler, faults=_plan(point, course_step), database=records_db)
         rows.append((f"in-progress record, deadline {course_deadline_leases:g} leases", point, course.card_charges,
                      course.refused, course.blocked_leases, len(course.result.dead_letters), course.outcome))
-    jobs = [(label, point, settings, _plan(point, peer_step))
-            for label, settings in (peers or {}).items() for point, _, _, peer_step in CRASH_POINTS]
-    runs = _in_parallel([(([RUNNING_EXAMPLE], settings), {"faults": plan, "lease": lease}) for _, _, settings, plan in jobs])
-    for (label, point, _, _), run in zip(jobs, runs):
+    for (label, point, _, _), run in zip(jobs, (future.result() for future in started)):
         summary = run.summary()
         rows.append((label, point, summary["charges"], summary["refused"], summary["blocked (leases)"],
                      summary["dead-lettered"], summary["outcome"]))
@@ -78,13 +80,16 @@ def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.2,
     return table.sort_values("handler", key=lambda names: names.map(order.index), kind="stable").reset_index(drop=True)
 
 
-def _in_parallel(calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int = 6) -> list[PeerRun]:
-    """Several independent runs at once: each mostly waits for leases and children, so they overlap well.
+def _in_parallel(calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int = 6) -> list[Future[PeerRun]]:
+    """Start several independent runs at once: each mostly waits for leases and children, so they overlap well.
 
     Every run has its own broker, clock and key prefix; only the machine is shared.
+    The runs go on in the background; each future gives its run when it ends.
     """
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda call: run_powertools(*call[0], **call[1]), calls))
+    pool = ThreadPoolExecutor(max_workers=workers)
+    started = [pool.submit(run_powertools, *args, **kwargs) for args, kwargs in calls]
+    pool.shutdown(wait=False)  # no more runs to submit; the pool's threads end with the last one
+    return started
 
 
 def compare_outcomes(table: pd.DataFrame) -> pd.DataFrame:
@@ -101,8 +106,8 @@ def powertools_scenarios(lease: float = 0.2) -> pd.DataFrame:
     """The library's behaviours the lesson measures beyond :func:`side_by_side`, each a real run on the real Redis.
 
     One row per scenario: what the customers owe, what was charged, how many
-    deliveries were refused or rejected, what was dead-lettered, and what the
-    library warned. The short-expiry run waits out real seconds: a record lives at
+    deliveries were refused or rejected, what was dead-lettered, which errors the
+    library raised and what it warned. The short-expiry run waits out real seconds: a record lives at
     least one whole second (Redis counts its life in seconds), and the lease leaves a
     second's margin for a slow machine.
     """
@@ -121,11 +126,14 @@ def powertools_scenarios(lease: float = 0.2) -> pd.DataFrame:
          {"overlap_at": "charge", "lease": 1.0}),  # the first copy's lease outlasts the second copy's whole run
     ]
     rows = []
-    runs = _in_parallel([((messages, settings), {"lease": lease, **options}) for _, messages, settings, options in scenarios])
-    for (name, messages, _, _), run in zip(scenarios, runs):
+    started = _in_parallel([((messages, settings), {"lease": lease, **options})
+                            for _, messages, settings, options in scenarios])
+    for (name, messages, _, _), run in zip(scenarios, (future.result() for future in started)):
         owed = sum({(m.message_id, m.body["amount"]): m.body["amount"] for m in messages}.values())  # each payload once
         summary = run.summary()
+        raised = run.trace[run.trace["event"].isin([BACKED_OFF, "rejected", "failed"])]["detail"]
         rows.append({"scenario": name, "owed ($)": owed, "charged ($)": summary["charged ($)"], "refused": summary["refused"],
                      "rejected": summary["rejected"], "failed": summary["failed"], "dead-lettered": summary["dead-lettered"],
+                     "raised": ", ".join(dict.fromkeys(detail.split(":")[0] for detail in raised)) or "-",
                      "warned": "; ".join(dict.fromkeys(w.split(".")[0] for w in run.warnings)) or "-"})
     return pd.DataFrame(rows).set_index("scenario")

@@ -329,7 +329,6 @@ def outcomes_by_engine(matrix: pd.DataFrame, label: str, handlers: dict[str, InP
     return pd.DataFrame(columns)
 
 
-
 def deadline_versus_lease(ratios: Iterable[float] = (0.5, 1.0, 2.0, 10.0), *, lease: float = LEASE_SECONDS,
                           slow_work: float = 1.5) -> pd.DataFrame:
     """What deadlines shorter than, equal to and longer than the lease do, in two situations.

@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 import warnings
 from collections.abc import Iterable
@@ -67,9 +68,35 @@ _PROCESSES.set_forkserver_preload(["idemlib.peers"])
 def start_fork_server() -> None:
     """Start the process that children fork from, so it imports the library while other work goes on.
 
-    Optional: the first delivery starts it anyway, and then waits for its imports.
+    Optional: the first run starts it anyway, and then waits for its imports.
     """
     forkserver.ensure_running()
+
+
+_server_ready = threading.Event()
+
+
+def _wait_for_fork_server() -> None:
+    """Fork one child that does nothing, once per process, before any run starts its clock.
+
+    The first fork waits for the server's imports (over a second on a loaded
+    machine); on a run's wall clock that wait would count against a lease or an
+    expiry and change what the run measures.
+    """
+    if not _server_ready.is_set():
+        warm_up = _PROCESSES.Process(target=time.sleep, args=(0,), daemon=True)
+        warm_up.start()
+        warm_up.join(timeout=STEP_TIMEOUT)
+        _server_ready.set()
+
+
+def library_defaults() -> dict[str, Any]:
+    """What the library's own ``IdempotencyConfig()`` sets when given nothing, read from the installed package."""
+    config = IdempotencyConfig()
+    return {"records expire after (s)": config.expires_after_seconds,
+            "payload validation": config.payload_validation_jmespath or "off",
+            "raise_on_no_idempotency_key": config.raise_on_no_idempotency_key,
+            "Lambda context registered (deadline)": config.lambda_context is not None}
 
 
 @dataclass(frozen=True)
@@ -81,7 +108,7 @@ class PeerSettings:
     which is what code outside Lambda, or a handler that forgot, does.
     """
 
-    expires_after_seconds: int = 3600
+    expires_after_seconds: int = IdempotencyConfig().expires_after_seconds
     deadline_ms: int | None = None
     payload_validation: bool = False
     raise_on_no_key: bool = False
@@ -179,6 +206,7 @@ def run_powertools(messages: Iterable[Message], settings: PeerSettings = PeerSet
     """
     messages = list(messages)
     faults = faults or FaultPlan()
+    _wait_for_fork_server()
     clock = WallClock()
     trace = Trace(clock)
     broker = Broker(clock, trace, visibility_timeout=lease, max_deliveries=max_deliveries)

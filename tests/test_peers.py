@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import redis
 
@@ -77,6 +79,12 @@ def test_the_scenarios_the_lesson_measures():
     assert table.loc["no key, raise_on_no_idempotency_key on", "dead-lettered"] == 1
     # The orphan lock of the first takeover outlives the leases: every later delivery fails until it expires.
     assert table.loc["deadline, two crashes after the claim", "failed"] == 3
+    raised = table["raised"].to_dict()
+    assert raised["deadline, two crashes after the claim"] == "IdempotencyInconsistentStateError"
+    assert raised["ID reused for $50, payload validation on"] == "IdempotencyValidationError"
+    assert raised["no key, raise_on_no_idempotency_key on"] == "IdempotencyKeyError"
+    assert raised["duplicate published, both copies held at once"] == "IdempotencyAlreadyInProgressError"
+    assert raised["ID reused for $50, payload validation off"] == "-"
     assert table.loc["duplicate published, both copies held at once", "refused"] >= 1
 
 
@@ -93,9 +101,12 @@ def test_side_by_side_puts_the_library_beside_the_course():
 
 def test_a_run_leaves_no_keys_behind():
     p = peers()
-    before = set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*", count=10_000))
-    p.run_powertools([Message.charge("m-9c2", 7, 5)], p.PeerSettings())
-    assert set(redis.Redis.from_url(redis_url()).scan_iter(match="idemlib-peer-*", count=10_000)) <= before
+    # Only this process's keys: other people's runs on the shared server come and go meanwhile.
+    ours = f"idemlib-peer-{os.getpid()}-*"
+    before = set(redis.Redis.from_url(redis_url()).scan_iter(match=ours, count=10_000))
+    run = p.run_powertools([Message.charge("m-9c2", 7, 5)], p.PeerSettings())
+    assert len(run.charges) == 1 and len(run.records) == 1  # the run did write its record and its charge
+    assert set(redis.Redis.from_url(redis_url()).scan_iter(match=ours, count=10_000)) <= before
 
 
 def test_settings_the_library_cannot_honour_are_refused_with_a_reason():
@@ -106,3 +117,11 @@ def test_settings_the_library_cannot_honour_are_refused_with_a_reason():
         p.PeerSettings(expires_after_seconds=0.5)
     with pytest.raises(ValueError, match="deadline_ms"):
         p.PeerSettings(deadline_ms=-1)
+
+
+def test_the_defaults_run_is_the_library_left_to_its_own_defaults():
+    p = peers()
+    defaults, settings = p.library_defaults(), p.PeerSettings()
+    assert defaults["records expire after (s)"] == settings.expires_after_seconds == 3600
+    assert (defaults["raise_on_no_idempotency_key"], defaults["payload validation"]) == (settings.raise_on_no_key, "off")
+    assert not defaults["Lambda context registered (deadline)"] and settings.deadline_ms is None
