@@ -122,6 +122,7 @@ def assert_idempotent(
     ends with the effect of one delivery in every scenario. Otherwise raises
     :class:`NotIdempotent` naming each failing scenario and its first message.
     """
+    __tracebackhide__ = True  # pytest shows the reader's test line and the message, not this helper's insides
     report = idempotency_report(handler, messages, database=database, seed=seed)
     failed = report[report["changed by the duplicate"] > 0]
     if not failed.empty:
