@@ -73,7 +73,7 @@ class SkipRateAlert:
 
 
 def delivery_signals(trace: pd.DataFrame, lease_seconds: float, since: float = 0.0) -> pd.Series:
-    """The two signals that tell a slow handler from a lost-ack storm, from ``since`` on.
+    """The signals that tell a slow handler from a lost-ack storm, from ``since`` on.
 
     - *handling time*: the median seconds from a delivery to its consumer's ack,
       against the lease: a slow handler is over it, a lost-ack storm is not;

@@ -94,6 +94,11 @@ def idempotency_report(
         raise ValueError("give assert_idempotent at least one message: with none, every handler passes")
     distinct = list({message.label: message for message in messages}.values())
     once = effects(simulate(handler, distinct, database=database()).payments, distinct)
+    if not any(charges for charges, _ in once.values()):
+        # Every scenario would compare nothing with nothing and pass: a test that cannot fail.
+        raise ValueError(f"one clean delivery of these messages through {handler.name or handler!r} committed no "
+                         "payment, so a duplicate's effect cannot be seen: give messages the handler charges "
+                         "(Message.charge(...)), and make it write through ctx.db.charge(...) and commit")
     rows = []
     for name, (published, plan) in scenarios(handler, distinct, seed=seed).items():
         got = effects(simulate(handler, published, faults=plan, database=database(), max_deliveries=10).payments,
@@ -117,6 +122,7 @@ def assert_idempotent(
     ends with the effect of one delivery in every scenario. Otherwise raises
     :class:`NotIdempotent` naming each failing scenario and its first message.
     """
+    __tracebackhide__ = True  # pytest shows the reader's test line and the message, not this helper's insides
     report = idempotency_report(handler, messages, database=database, seed=seed)
     failed = report[report["changed by the duplicate"] > 0]
     if not failed.empty:

@@ -8,23 +8,30 @@ from idemlib.metrics import SkipRateAlert
 
 BANKS = {
     "check_alert_rule": Bank(
-        right=[(SkipRateAlert(threshold=0.15, windows=2),), (SkipRateAlert(threshold=0.25, windows=1),),
-               (SkipRateAlert(0.1, 3),)],
+        right=[(SkipRateAlert(threshold=0.1, windows=1),), (SkipRateAlert(0.2, 1),),
+               (SkipRateAlert(threshold=0.07, windows=1, min_handled=10),)],
         wrong=[
+            # The lesson's own rule: right for "within an hour", a window too slow for 12:15.
+            Wrong((SkipRateAlert(threshold=0.15, windows=2),), "how many windows after noon"),
             Wrong((SkipRateAlert(threshold=0.05, windows=1),), "quiet day"),
-            Wrong((SkipRateAlert(threshold=0.5, windows=1),), "more than an hour"),
-            Wrong((SkipRateAlert(threshold=0.15, windows=6),), "windows in a row"),
+            Wrong((SkipRateAlert(threshold=0.3, windows=1),), "first window after noon"),
+            Wrong((SkipRateAlert(threshold=0.1, windows=1, min_handled=15),), "how many deliveries"),
+            Wrong((SkipRateAlert(threshold=0.06, windows=1, min_handled=1),), "quiet day"),
+            Wrong((SkipRateAlert(threshold=0.5, windows=1),), "after 12:15"),
             Wrong((SkipRateAlert(threshold=0.9, windows=2),), "never fires"),
             Wrong((0.15,), "SkipRateAlert"),
         ],
     ),
     "check_batch_crash": Bank(
-        right=[("ack all",), ("crash before ack all",), ("  Ack all ",)],
+        right=[("ack all",), ("crash before ack all",), ("  Ack all ",), ("ack_all",), ("before ack all",),
+               ("after the commit",)],
         wrong=[
             Wrong(("commit",), "rolls the whole batch back"),
             Wrong(("record ids",), "rolls the whole batch back"),
             Wrong(("begin",), "rolls the whole batch back"),
             Wrong(("ack",), "no step"),
+            Wrong(("charge new",), "rolls the whole batch back"),
+            Wrong(("after charge new",), "no step"),
             Wrong((5,), "as text"),
         ],
     ),

@@ -52,3 +52,14 @@ def test_the_shuffle_is_seeded_and_keeps_both_copies_of_every_message():
 def test_no_messages_is_refused_with_a_reason():
     with pytest.raises(ValueError, match="at least one message"):
         assert_idempotent(InboxHandler(), [])
+
+
+def test_a_handler_that_charges_nothing_is_refused_rather_than_passed():
+    class AcksOnly(NaiveHandler):
+        name = "acks only"
+
+        def apply_charge(self, ctx, charge):  # noqa: ANN001
+            """Writes nothing: every scenario would compare no payments with no payments."""
+
+    with pytest.raises(ValueError, match="committed no payment"):
+        assert_idempotent(AcksOnly(), payment_stream(2))
