@@ -106,9 +106,9 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
 
     ``matrix`` is the table from :func:`idemlib.explore.crash_matrix` (or
     ``store_matrix``, whose first column is ``setup``); each row of the figure lists
-    one handler's faults in the order its steps run. ``outcome_text`` writes the
-    outcome in each cell too, for tables whose dollars alone do not tell it (an
-    outcome over several effects).
+    one handler's faults in the order its steps run. Each cell writes its outcome
+    in words too, a cue that needs no colour vision, and says it where the dollars
+    alone do not (an outcome over several effects).
     """
     matrix = matrix.rename(columns={"setup": "handler"})
     handlers = list(dict.fromkeys(matrix["handler"]))
