@@ -20,7 +20,7 @@ from idemlib.exercises.lesson_05 import *  # noqa: F403
 from idemlib.exercises.lesson_06 import *  # noqa: F403
 from idemlib.exercises.lesson_07 import *  # noqa: F403
 from idemlib.exercises.lesson_08 import *  # noqa: F403
-from idemlib.exercises.lesson_12 import *  # noqa: F403
-from idemlib.exercises.lesson_10 import *  # noqa: F403
 from idemlib.exercises.lesson_09 import *  # noqa: F403
+from idemlib.exercises.lesson_10 import *  # noqa: F403
 from idemlib.exercises.lesson_11 import *  # noqa: F403
+from idemlib.exercises.lesson_12 import *  # noqa: F403
