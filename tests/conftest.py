@@ -17,13 +17,18 @@ from idemlib.stores import (
 )
 
 
-def need_postgres() -> None:
-    """Skip with instructions when no PostgreSQL answers; fail instead where servers are required (CI)."""
-    reason = postgres_unavailable()
+def need(reason: str | None) -> None:
+    """Given why a server is missing (None: it answers), skip with instructions, or fail where servers
+    are required (CI)."""
     if reason is not None:
         if require_servers():
             pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
         pytest.skip(reason)
+
+
+def need_postgres() -> None:
+    """Skip with instructions when no PostgreSQL answers; fail instead where servers are required (CI)."""
+    need(postgres_unavailable())
 
 
 @pytest.fixture
@@ -89,11 +94,7 @@ def cache(request):
 
     if request.param == "in-process model":
         return MemoryCache()
-    reason = redis_unavailable()
-    if reason is not None:
-        if require_servers():
-            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-        pytest.skip(reason)
+    need(redis_unavailable())
     return real_redis()
 
 

@@ -5,22 +5,18 @@ from __future__ import annotations
 import os
 
 import pytest
+from conftest import need
 import redis
 
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.messages import Message
-from idemlib.servers import require_servers
 from idemlib.stores.cache import redis_unavailable, redis_url
 
 
 @pytest.fixture(autouse=True)
 def need_redis() -> None:
-    reason = redis_unavailable()
-    if reason is not None:
-        if require_servers():
-            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-        pytest.skip(reason)
+    need(redis_unavailable())
 
 
 def peers():

@@ -5,24 +5,21 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import need
 
 from idemlib.messages import Message
-from idemlib.servers import NATS, RABBITMQ, Server, require_servers
+from idemlib.servers import NATS, RABBITMQ, Server
 
 M7F3 = Message.charge("m-7f3", 1042, 40)
 
 
-def need(server: Server) -> None:
-    reason = server.unavailable()
-    if reason is not None:
-        if require_servers():
-            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-        pytest.skip(reason)
+def need_server(server: Server) -> None:
+    need(server.unavailable())
 
 
 @pytest.fixture
 def rabbit():
-    need(RABBITMQ)
+    need_server(RABBITMQ)
     from idemlib.brokers.rabbitmq import RabbitChannel
 
     with RabbitChannel(delivery_limit=2) as channel:
@@ -31,7 +28,7 @@ def rabbit():
 
 @pytest.fixture
 def stream():
-    need(NATS)
+    need_server(NATS)
     from idemlib.brokers.jetstream import JetStreamChannel
 
     with JetStreamChannel() as channel:
@@ -68,7 +65,7 @@ def test_rabbitmq_dead_letters_past_the_delivery_limit(rabbit):
 
 
 def test_rabbitmq_redelivered_flag_does_not_say_whether_the_first_attempt_committed():
-    need(RABBITMQ)
+    need_server(RABBITMQ)
     from idemlib.brokers.demos import redelivery_hint
     from idemlib.brokers.rabbitmq import RabbitChannel
 
@@ -91,7 +88,7 @@ def test_rabbitmq_consumer_timeout_closes_the_channel_and_requeues(rabbit):
 
 
 def test_rabbitmq_queues_are_deleted_when_the_channel_closes():
-    need(RABBITMQ)
+    need_server(RABBITMQ)
     import pika.exceptions
 
     from idemlib.brokers.rabbitmq import RabbitChannel, _connect
@@ -136,7 +133,7 @@ def test_jetstream_replays_a_terminated_message_from_the_stream(stream):
 
 
 def test_jetstream_stops_after_max_deliver_and_keeps_no_dead_letter():
-    need(NATS)
+    need_server(NATS)
     from idemlib.brokers.demos import crash_on_every_delivery
     from idemlib.brokers.jetstream import JetStreamChannel
 
@@ -164,14 +161,14 @@ def test_a_consumer_timeout_too_long_to_wait_for_fails_in_ci_and_is_stood_in_for
 def test_each_real_server_names_its_version_the_lesson_states_its_measurements_under():
     from idemlib.brokers.compare import jetstream, rabbitmq, which
 
-    need(RABBITMQ)
-    need(NATS)
+    need_server(RABBITMQ)
+    need_server(NATS)
     assert re.fullmatch(r"the real server at amqp://\S+, RabbitMQ \d+\.\d+\.\d+", which(rabbitmq()))
     assert re.fullmatch(r"the real server at nats://\S+, NATS \d+\.\d+\.\d+", which(jetstream()))
 
 
 def test_jetstream_streams_are_deleted_when_the_channel_closes():
-    need(NATS)
+    need_server(NATS)
     import nats
     import nats.js.errors
 
@@ -193,7 +190,7 @@ def test_jetstream_streams_are_deleted_when_the_channel_closes():
 
 
 def test_rabbitmq_queues_are_deleted_even_after_an_error_closed_the_channel():
-    need(RABBITMQ)
+    need_server(RABBITMQ)
     import pika.exceptions
 
     from idemlib.brokers.rabbitmq import RabbitChannel, _connect

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import need
 from conftest import need_postgres
 
 from idemlib.jetstream_log import JetStreamLog
@@ -13,17 +14,13 @@ from idemlib.ordering import (PAID, REFUNDED, WRITERS, OrderTable, arrival_order
 from idemlib.pruning import PruningBench, duckdb_delete_behaviour
 from idemlib.retention import (DAY, HOUR, RetentionConfig, late_duplicate, retention_sweep, table_growth,
                                ttl_late_duplicates, ttl_reads)
-from idemlib.servers import NATS, require_servers
+from idemlib.servers import NATS
 
 CONFIG = RetentionConfig(queue_retention=4 * DAY, dlq_replay=2 * DAY, producer_retry=HOUR)
 
 
 def need_nats() -> None:
-    reason = NATS.unavailable()
-    if reason is not None:
-        if require_servers():
-            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-        pytest.skip(reason)
+    need(NATS.unavailable())
 
 
 def test_the_horizon_adds_queue_dlq_and_producer_retries_and_refuses_nonsense():
