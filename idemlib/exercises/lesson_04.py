@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import ast
-import inspect
-import json
-import os
 import subprocess
-import sys
-import textwrap
 import types
 from typing import Any
 
 from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.provider import PaymentProvider
 
 __all__ = ["check_key_function"]
@@ -21,52 +16,6 @@ __all__ = ["check_key_function"]
 MESSAGES = ("m-7f3", "m-7f4", "m-9c2", "m-8a1", *(f"m-{n:03x}" for n in range(0x100, 0x114)))
 CALLS = ("charge", "fee", "capture")
 PAIRS = [(message, call) for message in MESSAGES for call in CALLS]
-# A restarted consumer may run on another machine, in another time zone: the fresh process gets other ones.
-OTHER_MACHINES = (("consumer-2", "Etc/GMT+12"), ("consumer-3", "Etc/GMT-14"))
-
-
-def _source_of(function: Any) -> str:
-    """The text of ``function``, as a definition a fresh interpreter can run (a lambda becomes ``key = lambda ...``)."""
-    source = textwrap.dedent(inspect.getsource(function))
-    if function.__name__ != "<lambda>":
-        return source
-    lambdas = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Lambda)]
-    return f"key_from_lambda = {ast.unparse(lambdas[0])}"
-
-
-def _imports_for(function: Any) -> list[str]:
-    """Import lines for the modules and imported functions that ``function`` uses from its globals."""
-    lines = []
-    for name in function.__code__.co_names:
-        value = function.__globals__.get(name)
-        if isinstance(value, types.ModuleType):
-            lines.append(f"import {value.__name__} as {name}")
-        elif callable(value) and getattr(value, "__module__", None) not in (None, "__main__"):
-            lines.append(f"from {value.__module__} import {value.__name__} as {name}")
-        elif isinstance(value, (str, int, float)):
-            lines.append(f"{name} = {value!r}")
-    return lines
-
-
-def keys_after_restart(function: Any, seed: int, host: str = "consumer-2", zone: str = "UTC") -> list[Any]:
-    """The keys ``function`` gives for every (message, call) pair, computed by a fresh Python process.
-
-    A consumer that restarts (a redeploy, a crash) must send the same key for the
-    same call, so the key is worked out again in a new interpreter, with its own
-    process ID, its own string-hash seed (``PYTHONHASHSEED``), and, as after a
-    redeploy onto another machine, another host name and time zone (so a key that
-    carries the local date or hour changes too).
-    """
-    name = "key_from_lambda" if function.__name__ == "<lambda>" else function.__name__
-    other_machine = (f"import platform, socket; socket.gethostname = platform.node = lambda: {host!r}")
-    program = "\n".join([other_machine, *_imports_for(function), _source_of(function),
-                         "import json, sys",
-                         f"print(json.dumps([{name}(m, c) for m, c in json.loads(sys.argv[1])]))"])
-    done = subprocess.run([sys.executable, "-c", program, json.dumps(PAIRS)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": zone})
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output")
-    return json.loads(done.stdout)
 
 
 @exercise
@@ -101,7 +50,7 @@ def check_key_function(call_key: Any) -> Feedback:
                             "ID and the whole call name in the key; a hash cut down to a few characters collides too.")
             first_with[key] = pair
     try:
-        restarted = [keys_after_restart(call_key, seed, host, zone)
+        restarted = [in_fresh_process(call_key, PAIRS, seed, host, zone)
                      for seed, (host, zone) in enumerate(OTHER_MACHINES, start=1)]
     except (OSError, RuntimeError, SyntaxError, TypeError, ValueError, subprocess.TimeoutExpired) as error:
         return hint(f"The check reruns your function in a fresh Python process, as a restarted consumer would, and that "

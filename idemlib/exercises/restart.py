@@ -1,0 +1,73 @@
+"""Running a learner's function again in a fresh Python process, as a restarted consumer would."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from collections.abc import Sequence
+from typing import Any
+
+# A restarted consumer may run on another machine, in another time zone: each fresh process gets other ones.
+OTHER_MACHINES = (("consumer-2", "Etc/GMT+12"), ("consumer-3", "Etc/GMT-14"))
+
+
+def _source_of(function: Any) -> str:
+    """The text of ``function``, as a definition a fresh interpreter can run (a lambda becomes ``name = lambda ...``).
+
+    A lambda's source line may be part of a larger expression (a dict entry, an
+    argument), so it is parsed inside each kind of bracket until one fits.
+    """
+    source = textwrap.dedent(inspect.getsource(function))
+    if function.__name__ != "<lambda>":
+        return source
+    for opening, closing in (("", ""), ("(", ")"), ("{", "}"), ("[", "]"), ("f(", ")")):
+        try:
+            tree = ast.parse(f"{opening}{source.strip().rstrip(',')}{closing}")
+        except SyntaxError:
+            continue
+        lambdas = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
+        if lambdas:
+            return f"function_from_lambda = {ast.unparse(lambdas[0])}"
+    raise SyntaxError("could not read the lambda's source; write the function with def")
+
+
+def _imports_for(function: Any) -> list[str]:
+    """Import lines for the modules and imported functions that ``function`` uses from its globals."""
+    lines = []
+    for name in function.__code__.co_names:
+        value = function.__globals__.get(name)
+        if isinstance(value, types.ModuleType):
+            lines.append(f"import {value.__name__} as {name}")
+        elif callable(value) and getattr(value, "__module__", None) not in (None, "__main__"):
+            lines.append(f"from {value.__module__} import {value.__name__} as {name}")
+        elif isinstance(value, (str, int, float)):
+            lines.append(f"{name} = {value!r}")
+    return lines
+
+
+def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], seed: int, host: str = "consumer-2",
+                     zone: str = "UTC") -> list[Any]:
+    """What ``function`` returns (as ``str``) for each tuple of ``arguments`` (JSON values), in a fresh Python process.
+
+    A consumer that restarts (a redeploy, a crash) must compute the same key or
+    message ID for the same message, so the learner's function runs again in a new
+    interpreter, with its own process ID, its own string-hash seed
+    (``PYTHONHASHSEED``), and, as after a redeploy onto another machine, another
+    host name and time zone (so a value carrying the local date or hour changes too).
+    """
+    name = "function_from_lambda" if function.__name__ == "<lambda>" else function.__name__
+    other_machine = f"import platform, socket; socket.gethostname = platform.node = lambda: {host!r}"
+    program = "\n".join([other_machine, *_imports_for(function), _source_of(function),
+                         "import json, sys",
+                         f"print(json.dumps([str({name}(*args)) for args in json.loads(sys.argv[1])]))"])
+    done = subprocess.run([sys.executable, "-c", program, json.dumps([list(args) for args in arguments])],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": zone})
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output")
+    return json.loads(done.stdout)
