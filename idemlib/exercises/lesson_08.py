@@ -15,11 +15,11 @@ CASES = ("missing key", "still in progress", "different payload")
 
 
 def _status(value: Any) -> int | None:
-    """A status written as 409, "409", " 409 " or HTTPStatus.CONFLICT, as a number; None if it is not one."""
+    """A status written as 409, "409", " 409 ", "409 Conflict" or HTTPStatus.CONFLICT, as a number; None if not one."""
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         return None
     try:
-        return int(value.strip() if isinstance(value, str) else value)
+        return int(value.split()[0] if isinstance(value, str) and value.split() else value)
     except (TypeError, ValueError):
         return None
 
@@ -45,6 +45,9 @@ def check_http_statuses(answer: Any) -> Feedback:
     """Lesson 08: the status the server answers in each refusal, checked against a fresh server."""
     if (missing := blank(answer, 'a dict {"missing key": ..., "still in progress": ..., "different payload": ...}')) is not None:
         return missing
+    if isinstance(answer, dict):  # "Missing key " names the same case as "missing key"
+        answer = {" ".join(case.lower().split()) if isinstance(case, str) else case: status
+                  for case, status in answer.items()}
     if not isinstance(answer, dict) or set(answer) != set(CASES):
         return hint(f"Answer with a dict with exactly these keys: {list(CASES)}, each mapped to a status such as 418.")
     given = {case: _status(answer[case]) for case in CASES}
