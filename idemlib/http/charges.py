@@ -62,10 +62,13 @@ def parse_token(raw: str | None, header: str) -> str | None:
     value = raw.strip()
     if len(value) >= 2 and value[0] == value[-1] == '"':
         value = value[1:-1]
-    if not value or len(value) > MAX_KEY_LENGTH or not all(33 <= ord(c) <= 126 for c in value):
+    odd = next((c for c in value if not 33 <= ord(c) <= 126), None)
+    if not value or len(value) > MAX_KEY_LENGTH or odd is not None:
+        found = ("it was empty" if not value else f"got {len(value)} characters" if len(value) > MAX_KEY_LENGTH
+                 else f"it contains {'a space' if odd == ' ' else repr(odd)}")
         raise Refused(400, f"Malformed {header}",
-                      f"An {header} must be 1 to {MAX_KEY_LENGTH} visible ASCII characters without spaces, "
-                      f"got {len(value)} characters. Generate one per operation, for example a UUID, and reuse it on retry.")
+                      f"An {header} must be 1 to {MAX_KEY_LENGTH} visible ASCII characters without spaces (this "
+                      f"server's rule), and {found}. Generate one per operation, for example a UUID, and reuse it on retry.")
     return value
 
 
