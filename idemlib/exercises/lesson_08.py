@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
@@ -24,14 +23,6 @@ def _status(value: Any) -> int | None:
         return None
 
 
-def _wait_for_claim(api: ChargesApi, key: str, limit: float = 5.0) -> None:
-    """Wait until the first request holds ``key`` in progress, so the retry meets it there even on a busy machine."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline and not any(stored == key and status is None
-                                                    for _, stored, status in api.stored_keys()):
-        time.sleep(0.01)
-
-
 def measured_statuses() -> dict[str, int]:
     """Each of the three situations provoked against a fresh server, and the status it answered."""
     api = ChargesApi(work_seconds=0.5)
@@ -41,7 +32,7 @@ def measured_statuses() -> dict[str, int]:
         measured = {"missing key": client.post_charge(charge)[0].status}
         slow = threading.Thread(target=client.post_charge, args=(charge, "m-7f3:charge"))
         slow.start()
-        _wait_for_claim(api, "m-7f3:charge")
+        api.wait_for_key("m-7f3:charge")
         measured["still in progress"] = client.post_charge(charge, key="m-7f3:charge")[0].status
         slow.join()
         measured["different payload"] = client.post_charge({"order_id": 1042, "amount": 80}, key="m-7f3:charge")[0].status

@@ -251,3 +251,16 @@ class ChargesApi:
         """Every stored key as (client, key, status); the status is None while the key is in progress."""
         return [(record.client, record.key, record.status) for record in self.keys.records()]
 
+    def wait_for_key(self, key: str, seconds: float = 5.0) -> bool:
+        """Wait (real time, at most ``seconds``) until some request has claimed ``key``; True if one has.
+
+        A lesson starts a slow request in a thread and sends its retry only once the
+        first holds the key, so that a busy machine cannot reorder the two.
+        """
+        deadline = time.monotonic() + seconds
+        while not any(stored == key for _, stored, _ in self.stored_keys()):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
