@@ -18,6 +18,14 @@ def joined(message_id, call):
     return f"{message_id}:{call}"  # the lesson's form, m-7f3:charge
 
 
+def _clean(text):
+    return text.strip()
+
+
+def with_a_helper(message_id, call):
+    return f"{_clean(message_id)}:{_clean(call)}"  # a helper defined beside it, as in a notebook
+
+
 def call_first(message_id, call):
     return "/".join([call, message_id])
 
@@ -90,7 +98,7 @@ def one_argument(message_id):
 BANKS = {
     "check_key_function": Bank(
         right=[(joined,), (call_first,), (digest_of_both,), (lambda m, call: f"{m}:{call}",),
-               (crc_of_both,)],
+               (crc_of_both,), (with_a_helper,)],
         wrong=[
             Wrong((upper,), "besides which message"),
             Wrong((digest_of_the_id,), "besides which message"),

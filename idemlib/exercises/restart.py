@@ -17,7 +17,7 @@ from typing import Any
 OTHER_MACHINES = (("consumer-2", "Etc/GMT+12"), ("consumer-3", "Etc/GMT-14"))
 
 
-def _source_of(function: Any) -> str:
+def _source_of(function: Any, name: str = "function_from_lambda") -> str:
     """The text of ``function``, as a definition a fresh interpreter can run (a lambda becomes ``name = lambda ...``).
 
     A lambda's source line may be part of a larger expression (a dict entry, an
@@ -33,17 +33,22 @@ def _source_of(function: Any) -> str:
             continue
         lambdas = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
         if lambdas:
-            return f"function_from_lambda = {ast.unparse(lambdas[0])}"
+            return f"{name} = {ast.unparse(lambdas[0])}"
     raise SyntaxError("could not read the lambda's source; write the function with def")
 
 
-def _imports_for(function: Any) -> list[str]:
-    """Import lines for the modules and imported functions that ``function`` uses from its globals."""
+def _imports_for(function: Any, seen: set[int] | None = None) -> list[str]:
+    """Lines that give ``function`` what it uses from its globals: imports, constants, and helpers defined beside it."""
+    seen = {id(function)} if seen is None else seen
     lines = []
     for name in function.__code__.co_names:
         value = function.__globals__.get(name)
         if isinstance(value, types.ModuleType):
             lines.append(f"import {value.__name__} as {name}")
+        elif isinstance(value, types.FunctionType) and value.__module__ in ("__main__", function.__module__):
+            if id(value) not in seen:  # a helper written beside it (in the notebook): its own needs, then its text
+                seen.add(id(value))
+                lines += [*_imports_for(value, seen), _source_of(value, name)]
         elif callable(value) and getattr(value, "__module__", None) not in (None, "__main__"):
             lines.append(f"from {value.__module__} import {value.__name__} as {name}")
         elif isinstance(value, (str, int, float)):
