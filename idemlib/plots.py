@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from itertools import cycle
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -46,17 +45,14 @@ def plot_sweep(
 ) -> Axes:
     """A measure (total charged, or charged at provider) against a fault rate, one line per handler.
 
-    ``sweep`` is the table from :func:`idemlib.explore.fault_sweep`; the dotted grey
-    line is what the customers owe.
+    ``sweep`` is the table from :func:`idemlib.explore.fault_sweep`; the dashed line
+    is what the customers owe.
     """
     ax = _axes(ax, (7, 4))
-    # A marker and a line style of its own per handler, so the lines differ without colour too.
-    for (name, rows), marker, style in zip(sweep.groupby("handler", sort=False), cycle("osD^v"),
-                                      cycle(["-", "--", "-.", (0, (5, 1, 1, 1))])):
-        ax.plot(rows["rate"], rows[measure], marker=marker, linestyle=style,
-                label=f"{name}" if " " in name else f"{name} consumer")
+    for name, rows in sweep.groupby("handler", sort=False):
+        ax.plot(rows["rate"], rows[measure], marker="o", label=f"{name}" if " " in name else f"{name} consumer")
     expected = sweep["expected total"].iloc[0]
-    ax.axhline(expected, color="grey", linestyle=":", linewidth=3, zorder=0, label=f"what customers owe: ${expected:,}")
+    ax.axhline(expected, color="black", linestyle="--", linewidth=1, label=f"what customers owe: ${expected:,}")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"{measure} ($)")
     ax.xaxis.set_major_formatter(lambda value, _: f"{value:.0%}")
