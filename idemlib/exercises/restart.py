@@ -37,6 +37,14 @@ def _source_of(function: Any, name: str = "function_from_lambda") -> str:
     raise SyntaxError("could not read the lambda's source; write the function with def")
 
 
+def _is_literal(value: Any) -> bool:
+    """True for a constant a fresh process can rebuild from its repr (a string, a number, a list of them, ...)."""
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
 def _imports_for(function: Any, seen: set[int] | None = None) -> list[str]:
     """Lines that give ``function`` what it uses from its globals: imports, constants, and helpers defined beside it."""
     seen = {id(function)} if seen is None else seen
@@ -51,7 +59,7 @@ def _imports_for(function: Any, seen: set[int] | None = None) -> list[str]:
                 lines += [*_imports_for(value, seen), _source_of(value, name)]
         elif callable(value) and getattr(value, "__module__", None) not in (None, "__main__"):
             lines.append(f"from {value.__module__} import {value.__name__} as {name}")
-        elif isinstance(value, (str, int, float)):
+        elif _is_literal(value):
             lines.append(f"{name} = {value!r}")
     return lines
 
