@@ -50,7 +50,9 @@ def _imports_for(function: Any, seen: set[int] | None = None) -> list[str]:
     seen = {id(function)} if seen is None else seen
     lines = []
     for name in function.__code__.co_names:
-        value = function.__globals__.get(name)
+        if name not in function.__globals__:  # a builtin, or an attribute name
+            continue
+        value = function.__globals__[name]
         if isinstance(value, types.ModuleType):
             lines.append(f"import {value.__name__} as {name}")
         elif isinstance(value, types.FunctionType) and value.__module__ in ("__main__", function.__module__):
