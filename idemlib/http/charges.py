@@ -64,11 +64,12 @@ def parse_token(raw: str | None, header: str) -> str | None:
         value = value[1:-1]
     odd = next((c for c in value if not 33 <= ord(c) <= 126), None)
     if not value or len(value) > MAX_KEY_LENGTH or odd is not None:
-        found = ("it was empty" if not value else f"got {len(value)} characters" if len(value) > MAX_KEY_LENGTH
-                 else f"it contains {'a space' if odd == ' ' else repr(odd)}")
+        found = ("is empty" if not value else f"has {len(value)} characters" if len(value) > MAX_KEY_LENGTH
+                 else f"contains {'a space' if odd == ' ' else repr(odd)}")
         raise Refused(400, f"Malformed {header}",
                       f"An {header} must be 1 to {MAX_KEY_LENGTH} visible ASCII characters without spaces (this "
-                      f"server's rule), and {found}. Generate one per operation, for example a UUID, and reuse it on retry.")
+                      f"server's rule); this one {found}. Generate one per operation, for example a UUID, and reuse it "
+                      "on retry.")
     return value
 
 
