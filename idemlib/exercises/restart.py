@@ -82,7 +82,8 @@ def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], seed: in
                          "import json, sys",
                          f"print(json.dumps([str({name}(*args)) for args in json.loads(sys.argv[1])]))"])
     done = subprocess.run([sys.executable, "-c", program, json.dumps([list(args) for args in arguments])],
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": zone})
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": zone})
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output")
     return json.loads(done.stdout)
