@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import os
+import socket
+import time
 import uuid
+import zlib
 from hashlib import sha256
 
 from exercise_bank import Bank, Wrong, bank_tests
@@ -14,12 +18,24 @@ def joined(message_id, call):
     return f"{message_id}:{call}"  # the lesson's form, m-7f3:charge
 
 
+def _clean(text):
+    return text.strip()
+
+
+def with_a_helper(message_id, call):
+    return f"{_clean(message_id)}:{_clean(call)}"  # a helper defined beside it, as in a notebook
+
+
 def call_first(message_id, call):
     return "/".join([call, message_id])
 
 
 def digest_of_both(message_id, call):
     return sha256(f"{message_id}:{call}".encode()).hexdigest()
+
+
+def crc_of_both(message_id, call):
+    return str(zlib.crc32(f"{message_id}|{call}".encode()))
 
 
 def upper(message_id, call):
@@ -46,20 +62,57 @@ def the_call_only(message_id, call):
     return call
 
 
+def with_the_date(message_id, call):
+    return f"{message_id}:{call}:{datetime.date.today()}"  # another key tomorrow, or on a machine in another zone
+
+
+def with_the_hour(message_id, call):
+    return f"{message_id}:{call}:{time.strftime('%Y%m%d%H')}"
+
+
+def with_the_host(message_id, call):
+    return f"{socket.gethostname()}:{message_id}:{call}"  # another key when another instance takes the redelivery
+
+
+def short_digest(message_id, call):
+    return sha256(f"{message_id}:{call}".encode()).hexdigest()[:2]
+
+
+def cut_short(message_id, call):
+    return f"{message_id[:3]}:{call}"
+
+
+def call_initial(message_id, call):
+    return f"{message_id}:{call[0]}"  # charge and capture share a c
+
+
+class KeyMaker:
+    def __call__(self, message_id, call):
+        return f"{message_id}:{call}"
+
+
 def one_argument(message_id):
     return f"{message_id}:charge"
 
 
 BANKS = {
     "check_key_function": Bank(
-        right=[(joined,), (call_first,), (digest_of_both,), (lambda m, call: f"{m}:{call}",)],
+        right=[(joined,), (call_first,), (digest_of_both,), (lambda m, call: f"{m}:{call}",),
+               (crc_of_both,), (with_a_helper,)],
         wrong=[
             Wrong((upper,), "besides which message"),
             Wrong((digest_of_the_id,), "besides which message"),
             Wrong((builtin_hash,), "fresh process"),
             Wrong((with_the_pid,), "fresh process"),
             Wrong((fresh_uuid,), "first attempt"),
-            Wrong((the_call_only,), "different messages"),
+            Wrong((the_call_only,), "the same key"),
+            Wrong((with_the_date,), "fresh process"),
+            Wrong((with_the_hour,), "fresh process"),
+            Wrong((with_the_host,), "host name"),
+            Wrong((short_digest,), "cut down"),
+            Wrong((cut_short,), "the same key"),
+            Wrong((call_initial,), "besides which message"),
+            Wrong((KeyMaker(),), "written with def"),
             Wrong((one_argument,), "two arguments"),
             Wrong(("m-7f3:charge",), "function"),
         ],

@@ -41,19 +41,40 @@ def fresh_uuid(record):
     return str(uuid.uuid4())
 
 
+def builtin_hash(record):
+    return str(hash(record["request_id"]))  # shorter, but another value in every restarted process
+
+
+def sent_at(record):
+    return f"{record['order_id']}@{record['sent_at']}"
+
+
+ID_FIELDS = ["request_id"]  # a constant beside the function, as in a notebook
+
+
+def from_listed_fields(record):
+    return "/".join(str(record[field]) for field in ID_FIELDS)
+
+
+def as_tuple(record):
+    return (record["request_id"], record["order_id"])
+
+
 def missing_field(record):
     return record["event_id"]
 
 
 BANKS = {
     "check_message_id": Bank(
-        right=[(request_id,), (prefixed,), (request_and_order,), (lambda r: r["request_id"],)],
+        right=[(request_id,), (prefixed,), (request_and_order,), (lambda r: r["request_id"],), (as_tuple,), (from_listed_fields,)],
         wrong=[
             Wrong((content_hash,), "same order and amount"),
             Wrong((order_only,), "same order and amount"),
             Wrong((whole_record_hash,), "same on every copy"),
             Wrong((with_attempt,), "same on every copy"),
             Wrong((fresh_uuid,), "same on every copy"),
+            Wrong((builtin_hash,), "fresh process"),
+            Wrong((sent_at,), "same on every copy"),
             Wrong((missing_field,), "KeyError"),
             Wrong(("req-0007",), "function"),
             Wrong((lambda record: None,), "no ID"),

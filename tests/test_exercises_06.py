@@ -13,6 +13,8 @@ BANKS = {
             Wrong((["m-1", "m-1", "m-2", "m-1"],), "never applied"),
             Wrong((["m-2", "m-2"],), "never applied"),
             Wrong((["m-1", "m-3"],), "neither"),
+            Wrong(([["m-2", "m-1"]],), "neither"),  # a list inside the list
+            Wrong((["m-2"],), "what was owed"),
             Wrong(("m-2, m-1",), "list of message IDs"),
             Wrong(([],), "list of message IDs"),
         ],

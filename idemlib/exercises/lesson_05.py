@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.ids import SOURCES, judge, make_copies, record, twin_facts
 
 __all__ = ["check_message_id"]
@@ -28,6 +30,17 @@ def check_message_id(message_id: Any) -> Feedback:
     outcome = judge(message_id, copies, facts, ack_loss_rate=0.2)
     missed, dropped = outcome["duplicates missed"], outcome["real messages dropped"]
     if not missed and not dropped:
+        host, zone = OTHER_MACHINES[0]
+        try:
+            again = in_fresh_process(message_id, [(record(copy),) for copy in copies], 1, host, zone)
+        except (OSError, RuntimeError, SyntaxError, TypeError, ValueError, subprocess.TimeoutExpired) as error:
+            return hint(f"The check computes the IDs again in a fresh Python process, as a restarted consumer would, and "
+                        f"that failed ({error}). Write it with def, and import what it uses at the top of its cell.")
+        if again != [str(value) for value in ids]:
+            return hint("In a fresh process (a consumer restarted after a crash) it gave other IDs for the same copies, "
+                        "so every redelivery after a restart would look new to the inbox. Python's hash() of a string, "
+                        "a process ID, a host name or the clock change from one process to the next; build the ID only "
+                        "from what the copy carries.")
         return right(f"{len(copies)} copies of {len(facts)} payments, with lost acks on top: every payment charged once, "
                      "none twice, none dropped.")
     if dropped:

@@ -30,7 +30,7 @@ def check_version_order(order: Any) -> Feedback:
     if isinstance(order, str) or not isinstance(order, (list, tuple)) or not order:
         return hint('Answer with a list of message IDs, in the order they are delivered, such as ["m-1", "m-2"].')
     ids = [item.strip() if isinstance(item, str) else item for item in order]
-    unknown = [item for item in ids if item not in VERSIONED]
+    unknown = [item for item in ids if not isinstance(item, str) or item not in VERSIONED]
     if unknown:
         return hint(f"Only m-1 (version 1, $40) and m-2 (version 2, $5) take part; {unknown!r} is neither.")
     charged = versioned_charges(ids)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
@@ -15,11 +14,11 @@ CASES = ("missing key", "still in progress", "different payload")
 
 
 def _status(value: Any) -> int | None:
-    """A status written as 409, "409", " 409 " or HTTPStatus.CONFLICT, as a number; None if it is not one."""
+    """A status written as 409, "409", " 409 ", "409 Conflict" or HTTPStatus.CONFLICT, as a number; None if not one."""
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         return None
     try:
-        return int(value.strip() if isinstance(value, str) else value)
+        return int(value.split()[0] if isinstance(value, str) and value.split() else value)
     except (TypeError, ValueError):
         return None
 
@@ -33,7 +32,7 @@ def measured_statuses() -> dict[str, int]:
         measured = {"missing key": client.post_charge(charge)[0].status}
         slow = threading.Thread(target=client.post_charge, args=(charge, "m-7f3:charge"))
         slow.start()
-        time.sleep(0.1)
+        api.wait_for_key("m-7f3:charge")
         measured["still in progress"] = client.post_charge(charge, key="m-7f3:charge")[0].status
         slow.join()
         measured["different payload"] = client.post_charge({"order_id": 1042, "amount": 80}, key="m-7f3:charge")[0].status
@@ -45,6 +44,9 @@ def check_http_statuses(answer: Any) -> Feedback:
     """Lesson 08: the status the server answers in each refusal, checked against a fresh server."""
     if (missing := blank(answer, 'a dict {"missing key": ..., "still in progress": ..., "different payload": ...}')) is not None:
         return missing
+    if isinstance(answer, dict):  # "Missing key " names the same case as "missing key"
+        answer = {" ".join(case.lower().split()) if isinstance(case, str) else case: status
+                  for case, status in answer.items()}
     if not isinstance(answer, dict) or set(answer) != set(CASES):
         return hint(f"Answer with a dict with exactly these keys: {list(CASES)}, each mapped to a status such as 418.")
     given = {case: _status(answer[case]) for case in CASES}

@@ -62,10 +62,14 @@ def parse_token(raw: str | None, header: str) -> str | None:
     value = raw.strip()
     if len(value) >= 2 and value[0] == value[-1] == '"':
         value = value[1:-1]
-    if not value or len(value) > MAX_KEY_LENGTH or not all(33 <= ord(c) <= 126 for c in value):
+    odd = next((c for c in value if not 33 <= ord(c) <= 126), None)
+    if not value or len(value) > MAX_KEY_LENGTH or odd is not None:
+        found = ("is empty" if not value else f"has {len(value)} characters" if len(value) > MAX_KEY_LENGTH
+                 else f"contains {'a space' if odd == ' ' else repr(odd)}")
         raise Refused(400, f"Malformed {header}",
-                      f"An {header} must be 1 to {MAX_KEY_LENGTH} visible ASCII characters without spaces, "
-                      f"got {len(value)} characters. Generate one per operation, for example a UUID, and reuse it on retry.")
+                      f"An {header} must be 1 to {MAX_KEY_LENGTH} visible ASCII characters without spaces (this "
+                      f"server's rule); this one {found}. Generate one per operation, for example a UUID, and reuse it "
+                      "on retry.")
     return value
 
 
@@ -247,4 +251,17 @@ class ChargesApi:
     def stored_keys(self) -> list[tuple[str, str, int | None]]:
         """Every stored key as (client, key, status); the status is None while the key is in progress."""
         return [(record.client, record.key, record.status) for record in self.keys.records()]
+
+    def wait_for_key(self, key: str, seconds: float = 5.0) -> bool:
+        """Wait (real time, at most ``seconds``) until some request has claimed ``key``; True if one has.
+
+        A lesson starts a slow request in a thread and sends its retry only once the
+        first holds the key, so that a busy machine cannot reorder the two.
+        """
+        deadline = time.monotonic() + seconds
+        while not any(stored == key for _, stored, _ in self.stored_keys()):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
