@@ -260,9 +260,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {len(written)} files to {out}")
 
 
-if __name__ == "__main__":
-    main()
-
 
 NAV_LINE = re.compile(r"^\[← .*$|^\[contents\]\(00_start_here\.ipynb\).*$", re.MULTILINE)
 
@@ -290,10 +287,14 @@ def write_navigation(lessons: list[Path] | None = None) -> list[Path]:
         notebook = nbformat.read(path, as_version=4)
         opening = notebook.cells[0]
         wanted = nav_line(lessons, index)
-        body = NAV_LINE.sub("", opening.source).strip("\n")
+        body = re.sub(r"\n{3,}", "\n\n", NAV_LINE.sub("", opening.source)).strip("\n")
         source = f"{wanted}\n\n{body}"
         if source != opening.source:
             opening.source = source
             nbformat.write(notebook, path)
             changed.append(path)
     return changed
+
+
+if __name__ == "__main__":
+    main()
