@@ -62,7 +62,7 @@ def plot_mistakes(table: pd.DataFrame) -> Figure:
 def plot_review(review: pd.DataFrame) -> Figure:
     """The five questions (columns Q1-Q5) for each design (rows): ✓ on blue where the run came out right, ✗ on vermillion."""
     ok = review.T.apply(lambda column: column.str.startswith("yes"))
-    figure, ax = plt.subplots(figsize=(8, 0.5 * len(ok) + 1.4))
+    figure, ax = plt.subplots(figsize=(8, 0.5 * len(ok) + 1.4), layout="constrained")
     ax.imshow(ok.to_numpy(dtype=float), cmap=plt.matplotlib.colors.ListedColormap([VERMILLION, BLUE]),
               vmin=0, vmax=1, aspect="auto")
     for (row, column), good in np.ndenumerate(ok.to_numpy()):
@@ -71,5 +71,4 @@ def plot_review(review: pd.DataFrame) -> Figure:
     ax.set_yticks(range(len(ok)), list(ok.index))
     ax.set_xlabel("the five questions, in the seed's order (the table above spells them out)")
     ax.set_title("Five questions, answered by running each design")
-    figure.tight_layout()
     return figure

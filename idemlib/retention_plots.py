@@ -18,7 +18,7 @@ BLUE, ORANGE, GREEN, VERMILLION, SKY, PURPLE = "#0072B2", "#E69F00", "#009E73", 
 
 def plot_growth(unpruned: pd.DataFrame, pruned: pd.DataFrame, retention_days: int) -> Figure:
     """Rows and bytes on disk of the inbox table over the days, never pruned (solid) and pruned (dashed)."""
-    figure, (rows_ax, bytes_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    figure, (rows_ax, bytes_ax) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     for frame, style, what in ((unpruned, "-", "never pruned"), (pruned, "--", f"keeps {retention_days} days")):
         rows_ax.plot(frame.index, frame["rows"], style, marker="o", markersize=3, color=BLUE, label=what)
         for column, colour, marker in (("DuckDB file (MB)", ORANGE, "s"), ("PostgreSQL (MB)", BLUE, "^")):
@@ -35,7 +35,6 @@ def plot_growth(unpruned: pd.DataFrame, pruned: pd.DataFrame, retention_days: in
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     figure.suptitle("The inbox grows with every message until a pruning job bounds it")
-    figure.tight_layout()
     return figure
 
 
@@ -62,7 +61,8 @@ def plot_retention_sweep(sweep: pd.DataFrame, ax: Axes | None = None) -> Axes:
 def plot_prune_latency(results: dict[str, pd.DataFrame]) -> Figure:
     """Each concurrent insert's latency over time, one panel per pruning method, the pruning itself hatched."""
     # One y scale for every panel, so a stall reads as tall as it is next to the others.
-    figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.3 * len(results)), sharex=True, sharey=True)
+    figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.3 * len(results)), sharex=True, sharey=True,
+                             layout="constrained")
     for ax, (label, frame), (colour, marker) in zip(axes, results.items(),
                                                     ((BLUE, "o"), (ORANGE, "s"), (VERMILLION, "^"), (PURPLE, "D"))):
         start, end = frame.attrs["window"]
@@ -79,7 +79,6 @@ def plot_prune_latency(results: dict[str, pd.DataFrame]) -> Figure:
         ax.legend(loc="upper right", fontsize=7)
     axes[-1].set_xlabel("seconds since the consumer started inserting (real time, this machine)")
     figure.suptitle("What a consumer inserting new IDs feels while one day of IDs is pruned (PostgreSQL)")
-    figure.tight_layout()
     return figure
 
 
