@@ -51,11 +51,12 @@ def test_a_busy_sqlite_write_is_reported_as_a_write_conflict():
 
 
 def test_postgres_makes_the_second_insert_wait_for_the_first_transaction(postgres):
-    committed = race(postgres, first_commits=True, hold_seconds=0.3)
-    assert committed.b_waited_at == "record id" and committed.b_wait_seconds >= 0.2
+    # A hold of a second, so that B surely reaches its insert first even when a busy machine slows its BEGIN.
+    committed = race(postgres, first_commits=True, hold_seconds=1.0)
+    assert committed.b_waited_at == "record id" and committed.b_wait_seconds >= 0.5
     assert not committed.b_inserted and committed.failed == "nobody"
     postgres.empty()
-    rolled_back = race(postgres, first_commits=False, hold_seconds=0.3)
+    rolled_back = race(postgres, first_commits=False, hold_seconds=1.0)
     assert rolled_back.b_waited_at == "record id" and rolled_back.b_inserted
     assert rolled_back.total_charged == 40
 
