@@ -62,5 +62,6 @@ def check_idempotent_statements(answer: Any) -> Feedback:
     if not any(given.values()):
         return hint("Some of these leave the data exactly as the first run did. Which ones set a value rather "
                      "than change it by an amount or add a row?")
-    return hint(f"{wrong} of {len(STATEMENTS)} are not right yet. Run each statement three times on "
-                 "idempotence.scratch() and compare idempotence.state(...) with a single run.")
+    return hint(f"{wrong} of {len(STATEMENTS)} are not right yet. Try each one: `from idemlib.idempotence import "
+                 "scratch, state`, run the statement three times on one scratch() database and once on another, "
+                 "and compare state(...) of the two.")
