@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.messages import Message
@@ -22,7 +23,9 @@ BANKS = {
         ],
     ),
     "check_idempotent_statements": Bank(
-        right=[(IDEMPOTENT,), ({name: "yes" if value else "no" for name, value in IDEMPOTENT.items()},)],
+        right=[(IDEMPOTENT,), ({name: "yes" if value else "no" for name, value in IDEMPOTENT.items()},),
+               ({name: int(value) for name, value in IDEMPOTENT.items()},),
+               ({name: np.bool_(value) for name, value in IDEMPOTENT.items()},)],
         wrong=[
             Wrong(({name: True for name in IDEMPOTENT},), "Not every statement"),
             Wrong(({name: False for name in IDEMPOTENT},), "set a value"),
@@ -32,6 +35,10 @@ BANKS = {
             Wrong(({**IDEMPOTENT, "upsert the status": False, "insert a payment": True},), "2 of 5"),
             Wrong(({"set the status": True},), "keys"),
             Wrong(({**IDEMPOTENT, "delete a cart": "maybe"},), "True"),
+            Wrong(({**IDEMPOTENT, "delete a cart": 2},), "True"),
+            Wrong(({**IDEMPOTENT, "delete a cart": None},), "True"),
+            # "take 40 off" sets a balance, so it looks like "set the balance"
+            Wrong(({**IDEMPOTENT, "take 40 off the balance": True},), "1 of 5"),
         ],
     ),
 }

@@ -31,6 +31,11 @@ BANKS = {
             Wrong((FaultPlan(lost_acks=[LostAck(1)]),), "Each extra charge"),
             Wrong((FaultPlan(crashes=[Crash("commit"), Crash("commit", delivery=2)]),), "Each extra charge"),
             Wrong((FaultPlan(lost_acks=[LostAck(1), LostAck(2), LostAck(3)]),), "too many"),
+            # counted from 0: the first delivery is acked, so nothing is repeated
+            Wrong((FaultPlan(lost_acks=[LostAck(2), LostAck(3)]),), "charged $40"),
+            # a crash before the charge saves nothing, so only one extra charge
+            Wrong((FaultPlan(crashes=[Crash("charge", delivery=1), Crash("ack", delivery=2)]),), "charged $80"),
+            Wrong((FaultPlan,), "FaultPlan(...)"),
             Wrong((FaultPlan(lost_acks=[LostAck(n) for n in range(1, 6)]),), "dead-letter"),
             Wrong((FaultPlan(lost_acks=[LostAck(1, message_id="m-8a1"), LostAck(2, message_id="m-8a1")]),), "charged $40"),
             Wrong(([LostAck(1), LostAck(2)],), "FaultPlan"),

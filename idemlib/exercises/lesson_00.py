@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from idemlib.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.idempotence import STATEMENTS, is_idempotent
@@ -27,8 +29,9 @@ def check_running_example(message: Any) -> Feedback:
 
 
 def _yes_or_no(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
+    """True, numpy's True, 1, "yes" and "true" read as True; their opposites as False; anything else as None."""
+    if isinstance(value, (bool, int, np.bool_, np.integer)):
+        return bool(value) if value in (0, 1) else None
     if isinstance(value, str) and value.strip().lower() in ("yes", "no", "true", "false"):
         return value.strip().lower() in ("yes", "true")
     return None
@@ -59,5 +62,6 @@ def check_idempotent_statements(answer: Any) -> Feedback:
     if not any(given.values()):
         return hint("Some of these leave the data exactly as the first run did. Which ones set a value rather "
                      "than change it by an amount or add a row?")
-    return hint(f"{wrong} of {len(STATEMENTS)} are not right yet. Run each statement three times on "
-                 "idempotence.scratch() and compare idempotence.state(...) with a single run.")
+    return hint(f"{wrong} of {len(STATEMENTS)} are not right yet. Try each one: `from idemlib.idempotence import "
+                 "scratch, state`, run the statement three times on one scratch() database and once on another, "
+                 "and compare state(...) of the two.")

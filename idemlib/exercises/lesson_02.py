@@ -49,7 +49,12 @@ def check_inbox_insert(sql: Any) -> Feedback:
         return hint("The inbox records the ID by writing a row: the statement should be an INSERT.")
     if "processed_messages" not in sql.lower():
         return hint("The IDs are remembered in the processed_messages table; write the row there.")
-    if "ON CONFLICT" in " ".join(_without_comments(sql).upper().split()):
+    words = " ".join(_without_comments(sql).upper().split())
+    if re.match(r"INSERT OR (IGNORE|REPLACE)\b", words):
+        return hint("INSERT OR IGNORE and INSERT OR REPLACE are DuckDB's and SQLite's short forms of ON CONFLICT, "
+                     "and the engines without ON CONFLICT lack them too. Write a plain INSERT that takes its rows "
+                     "from a query instead of VALUES: when should that query return none?")
+    if "ON CONFLICT" in words:
         return hint("That is the lesson's own statement. The exercise asks for one that does without ON CONFLICT. "
                      "An INSERT can take its rows from a query instead of VALUES: when should that query return none?")
     db = duckdb.connect(":memory:")
@@ -64,9 +69,10 @@ def check_inbox_insert(sql: Any) -> Feedback:
                 db.execute("INSERT INTO payments VALUES (?)", [message_id])
             db.execute("COMMIT")
         except duckdb.ConstraintException:
-            return hint("A repeated ID raised a duplicate-key error. Inside the handler's transaction an error aborts "
-                         "the transaction (on DuckDB and PostgreSQL), so nothing could be committed or acked. Ask "
-                         "the database to do nothing on a conflict instead.")
+            return hint(f"{message_id} came back and the statement tried to insert it again: a duplicate-key error. "
+                         "Inside the handler's transaction an error aborts the transaction (on DuckDB and PostgreSQL), "
+                         "so nothing could be committed or acked. Make the statement itself find the ID already "
+                         "recorded and write no row.")
         except duckdb.Error as error:
             if "columns but" in str(error):
                 return hint("processed_messages has two columns (message_id and an optional fingerprint): name the "
@@ -93,9 +99,25 @@ def check_inbox_insert(sql: Any) -> Feedback:
                   "that into zero rows.")
 
 
+def _fault_named(fault: str, faults: list[str], steps: tuple[str, ...]) -> str:
+    """The crash matrix's own spelling of ``fault``.
+
+    Case, spacing and a missing "crash" are forgiven, and a crash *after* a step reads
+    as the crash before the next one (nothing runs between the two).
+    """
+    words = " ".join(fault.lower().split()).removeprefix("crash ")
+    after = words.removeprefix("after ")
+    if after != words and after in steps[:-1]:
+        words = f"before {steps[steps.index(after) + 1]}"
+    for candidate in (words, f"crash {words}"):
+        if candidate in faults:
+            return candidate
+    return fault
+
+
 @exercise
 def check_crash_point(handler_name: Any, fault: Any, outcome: str) -> Feedback:
-    """Lesson 02: name a handler and a fault (as the crash matrix spells them) that end in ``outcome``."""
+    """Lesson 02: name a handler and a **crash** (as the crash matrix spells it) that ends in ``outcome``."""
     for value, what in ((handler_name, "a handler's name"), (fault, "a fault such as 'crash before commit'")):
         if (missing := blank(value, what)) is not None:
             return missing
@@ -103,12 +125,19 @@ def check_crash_point(handler_name: Any, fault: Any, outcome: str) -> Feedback:
         handler = handler_named(handler_name)
     except KeyError as error:
         return hint(str(error.args[0]))
+    if not isinstance(fault, str):
+        return hint(f"Give the crash as a string, such as 'crash before begin', not a {type(fault).__name__}.")
     matrix = crash_matrix([handler])
-    row = matrix[matrix["fault"] == fault]
+    crashes = [name for name in matrix["fault"] if name.startswith("crash ")]
+    named = _fault_named(fault, list(matrix["fault"]), tuple(handler.steps))
+    row = matrix[matrix["fault"] == named]
     if row.empty:
-        return hint(f"{handler_name!r} has no fault called {fault!r}; its faults are {list(matrix['fault'])}.")
+        return hint(f"{handler_name!r} has no fault called {fault!r}; its crashes are {crashes}.")
+    if named not in crashes:
+        return hint(f"'{named}' is not a crash of the consumer: the question asks which crash does it. "
+                     f"Its crashes are {crashes}.")
     found = row["outcome"].iloc[0]
     if found == outcome:
-        return right(f"{fault} leaves the {handler_name} consumer with '{outcome}'.")
-    return hint(f"With {fault}, the {handler_name} consumer ends with '{found}', not '{outcome}'. "
+        return right(f"{named} leaves the {handler_name} consumer with '{outcome}'.")
+    return hint(f"With {named}, the {handler_name} consumer ends with '{found}', not '{outcome}'. "
                  "Think about what is already saved at that moment, and what the redelivery will find.")

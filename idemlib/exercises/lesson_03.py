@@ -19,13 +19,31 @@ def _swap_roles(failed: str) -> str:
     return failed.translate(str.maketrans("AB", "BA"))
 
 
+_STEP_WORDS = {"begin": "begin", "begins": "begin", "insert": "record id", "inserts": "record id",
+               "record": "record id", "charge": "charge", "charges": "charge", "commit": "commit",
+               "commits": "commit", "ack": "ack", "acks": "ack"}
+"""The inbox's steps (begin, record id, charge, commit, ack), as a learner may word them."""
+
+_FILLER = {"consumer", "fails", "failed", "fail", "loses", "lost", "at", "its", "the", "on", "in", "step",
+           "id", "is", "refused", "when", "it", "tries", "to", "with", "error", "an"}
+
+
 def _read_loser(answer: str) -> str:
-    """``"consumer B at COMMIT"``, ``"b at commit"`` and ``"B, at commit"`` all read as ``"B at commit"``."""
-    words = re.sub(r"\bconsumer\b|[,.]", " ", answer.strip().lower()).split()
-    if words == ["nobody"] or words == ["none"]:
+    """Read a loser the way a learner may write it.
+
+    ``"B at commit"``, ``"consumer B fails at its COMMIT"``, ``"B's commit"`` and ``"b, commit"``
+    all read as ``"B at commit"``; ``"nobody"``, ``"none"`` and ``"neither"`` as ``"nobody"``; a
+    consumer named without a step as ``"B at ?"``. Anything else comes back as it was given.
+    """
+    words = re.sub(r"'s\b|[,.:;!()\"]", " ", answer.strip().lower()).split()
+    if words in (["nobody"], ["none"], ["neither"], ["no", "one"]):
         return "nobody"
-    if len(words) >= 3 and words[0] in ("a", "b") and words[1] == "at":
-        return f"{words[0].upper()} at {' '.join(words[2:])}"
+    words = [word for word in words if word not in _FILLER]
+    who = [word for word in words if word in ("a", "b")]
+    steps = list(dict.fromkeys(_STEP_WORDS[word] for word in words if word in _STEP_WORDS))
+    rest = [word for word in words if word not in ("a", "b") and word not in _STEP_WORDS]
+    if len(who) == 1 and words[0] == who[0] and len(steps) <= 1 and not rest:
+        return f"{who[0].upper()} at {steps[0] if steps else '?'}"
     return answer.strip()
 
 
@@ -50,20 +68,36 @@ def check_race_loser(answer: Any) -> Feedback:
     if given == "nobody":
         return hint("Both transactions wrote the same message_id, and only one of them can keep it. DuckDB does not "
                      "make anyone wait: so one of them must fail. Which one, and when does DuckDB find out?")
+    if given.endswith(" at ?"):
+        return hint("Say at which step too: the inbox's steps are begin, record id, charge, commit and ack.")
     if given.endswith(("record id", "begin", "charge")):
         return hint("DuckDB is optimistic: it lets both inserts through, since neither can see the other's "
-                     "uncommitted row. The clash is found later. When?")
-    return hint('Answer in the form "A at commit", "B at record id" or "nobody".')
+                    "uncommitted row. The clash is found later. When?")
+    if given.endswith(" at ack"):
+        return hint("A consumer acks only after its commit has succeeded, so nothing fails at the ack. "
+                    "Which earlier step does DuckDB refuse?")
+    return hint('Answer with a consumer and a step of the inbox (begin, record id, charge, commit, ack), '
+                'in the form "A at record id", or with "nobody".')
+
+
+def _whole(value: Any) -> int | None:
+    """12, 12.0, numpy's 12 and "12" read as 12; 12.5, True and "twelve" as None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return int(value.strip()) if value.strip().isdigit() else None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == value else None
 
 
 def _pair(answer: Any) -> tuple[int, int] | None:
     if isinstance(answer, (tuple, list)) and len(answer) == 2:
-        try:
-            numbers = [int(value) for value in answer]
-        except (TypeError, ValueError):
-            return None
-        if all(numbers[i] == answer[i] for i in range(2)):
-            return numbers[0], numbers[1]
+        count, twice = (_whole(value) for value in answer)
+        if count is not None and twice is not None:
+            return count, twice
     return None
 
 
