@@ -12,7 +12,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-BLUE, ORANGE, GREEN, VERMILLION = "#0072B2", "#E69F00", "#009E73", "#D55E00"
+from idemlib.plots import OKABE_ITO
+
+BLUE, ORANGE, GREEN, VERMILLION = (OKABE_ITO[name] for name in ("blue", "orange", "bluish green", "vermillion"))
 
 
 def _bars(ax, labels: list[str], series: dict[str, tuple[list[int], str, str]]) -> None:

@@ -13,7 +13,10 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-BLUE, ORANGE, GREEN, VERMILLION, SKY, PURPLE = "#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7"
+from idemlib.plots import OKABE_ITO
+
+BLUE, ORANGE, GREEN, VERMILLION, SKY, PURPLE = (
+    OKABE_ITO[name] for name in ("blue", "orange", "bluish green", "vermillion", "sky blue", "reddish purple"))
 
 
 def plot_growth(unpruned: pd.DataFrame, pruned: pd.DataFrame, retention_days: int) -> Figure:

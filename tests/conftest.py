@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from idemlib.publish import lesson_paths
 from idemlib.stores import (
     DuckDBPayments,
     PostgresPayments,
@@ -118,3 +125,46 @@ def browser():
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         yield browser
         browser.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+LESSON_01 = "01_why_duplicates_arrive.ipynb"
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    """The course's JupyterLab on loopback with lesson 01, started as a learner's would be; yields its URL."""
+    lessons, settings = tmp_path / "lessons", tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
+    lessons.mkdir()
+    settings.mkdir(parents=True)
+    shutil.copy(lesson_paths()[1].parent / LESSON_01, lessons / LESSON_01)
+    # Render every cell, not only those in view, so the whole notebook's outputs are in the page;
+    # start the notebook's kernel without asking, as a learner who ticked "always start" would.
+    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none", "autoStartDefaultKernel": true}')
+    port, token = free_port(), "course-smoke-test"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={lessons}",
+         f"--LabApp.user_settings_dir={tmp_path / 'settings'}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail("JupyterLab did not start within 60 s")
+            time.sleep(0.5)
+    yield f"{base}/lab/tree/{LESSON_01}?token={token}"
+    server.terminate()
+    server.wait(timeout=20)

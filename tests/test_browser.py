@@ -9,11 +9,6 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -22,13 +17,7 @@ import pytest
 
 from idemlib.publish import PROSE_PAGES, lesson_paths, render_site
 
-LESSON_01 = "01_why_duplicates_arrive.ipynb"
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -75,39 +64,6 @@ def test_every_page_of_the_site_loads_cleanly_with_its_images_and_folded_solutio
         problems += [f"{name}: {problem}" for problem in page_problems]
         page.close()
     assert problems == []
-
-
-@pytest.fixture
-def jupyterlab(tmp_path):
-    lessons, settings = tmp_path / "lessons", tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
-    lessons.mkdir()
-    settings.mkdir(parents=True)
-    shutil.copy(lesson_paths()[1].parent / LESSON_01, lessons / LESSON_01)
-    # Render every cell, not only those in view, so the whole notebook's outputs are in the page;
-    # start the notebook's kernel without asking, as a learner who ticked "always start" would.
-    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none", "autoStartDefaultKernel": true}')
-    port, token = free_port(), "course-smoke-test"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={lessons}",
-         f"--LabApp.user_settings_dir={tmp_path / 'settings'}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
-         *(["--allow-root"] if os.geteuid() == 0 else [])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-            break
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                pytest.fail("JupyterLab did not start within 60 s")
-            time.sleep(0.5)
-    yield f"{base}/lab/tree/{LESSON_01}?token={token}"
-    server.terminate()
-    server.wait(timeout=20)
 
 
 def test_lesson_01_runs_in_jupyterlab_and_its_step_through_moves(browser, jupyterlab, tmp_path):

@@ -14,8 +14,6 @@ from pathlib import Path
 
 from jupyterlab.commands import get_app_dir
 
-from test_browser import jupyterlab  # noqa: F401 - the course's JupyterLab server, started as a learner's would be
-
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_SETTINGS = ROOT / "jupyter" / "overrides.json"
 NOTIFICATION = "@jupyterlab/apputils-extension:notification"
