@@ -33,15 +33,15 @@ test: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 html: $(STAMP)
-	$(BIN)/python -m idemlib.publish html build/html
+	$(BIN)/python -m idemlib.course html build/html
 
 student: $(STAMP)
-	$(BIN)/python -m idemlib.publish student build/student
+	$(BIN)/python -m idemlib.course student build/student
 
 # make grade SUBMISSIONS=folder [LESSON=02]: runs every handed-in notebook, writes build/grades/.
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "Say where the submissions are: make grade SUBMISSIONS=folder"; exit 2; }
-	$(BIN)/python -m idemlib.publish grade "$(SUBMISSIONS)" $(if $(LESSON),--lesson $(LESSON))
+	$(BIN)/python -m idemlib.course grade "$(SUBMISSIONS)" $(if $(LESSON),--lesson $(LESSON))
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_overhead.py

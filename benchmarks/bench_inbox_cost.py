@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from idemlib import payment_stream
-from idemlib.costs import batch_throughput, inbox_against_naive
+from idemlib.operating.costs import batch_throughput, inbox_against_naive
 from idemlib.races import race_engines
 
 PER_MESSAGE = 1000

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from idemlib.publish import lesson_paths
+from idemlib.course.lessons import lesson_paths
 from idemlib.stores import (
     DuckDBPayments,
     PostgresPayments,
@@ -59,7 +59,7 @@ _executed: dict = {}
 @pytest.fixture(scope="session")
 def executed_lesson():
     """Execute a lesson once per test session, however many tests read its outputs."""
-    from idemlib.publish import execute
+    from idemlib.course.publish import execute
 
     def run(path):
         if path not in _executed:
@@ -80,7 +80,7 @@ def executed_student_copy(tmp_path_factory):
     """
     from nbclient import NotebookClient
 
-    from idemlib.publish import build_student
+    from idemlib.course.publish import build_student
 
     def run(path):
         if path not in _students:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pytest
 
-from idemlib import exercises
+from idemlib.course import exercises
 
 MIN_WRONG = 3
 MIN_RIGHT = 2

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from idemlib import Crash, FaultPlan, Message, payment_stream
-from idemlib.batch import STEPS, BatchSession, consume, crash_matrix, interleavings
-from idemlib.costs import batch_throughput, bulk_insert
+from idemlib.operating.batch import STEPS, BatchSession, consume, crash_matrix, interleavings
+from idemlib.operating.costs import batch_throughput, bulk_insert
 from idemlib.stores import DuckDBPayments
 
 

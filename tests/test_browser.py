@@ -15,7 +15,8 @@ import urllib.request
 
 import pytest
 
-from idemlib.publish import PROSE_PAGES, lesson_paths, render_site
+from idemlib.course.lessons import lesson_paths
+from idemlib.course.publish import PROSE_PAGES, render_site
 
 
 

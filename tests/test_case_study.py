@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from idemlib.design_review import (MISTAKES, SAFE, Design, applications, at_once, crash_matrix, five_questions,
+from idemlib.case_study.design_review import (MISTAKES, SAFE, Design, applications, at_once, crash_matrix, five_questions,
                                    race, reproduce_mistakes, retry_policies, run)
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import BadMessage, Message
-from idemlib.mortgage import APPLICATION_42, AccountService, parse_open_account
-from idemlib.outbox import ApprovalService, RelayCrashed
+from idemlib.case_study.mortgage import APPLICATION_42, AccountService, parse_open_account
+from idemlib.case_study.outbox import ApprovalService, RelayCrashed
 
 
 def test_a_lost_ack_opens_a_second_account_without_a_guard():

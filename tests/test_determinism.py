@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from idemlib.publish import lesson_paths
+from idemlib.course.lessons import lesson_paths
 
 
 def exercise_cells(notebook) -> set[int]:

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from idemlib import Crash, FaultPlan, InboxHandler, LostAck, Message, NaiveHandler, RUNNING_EXAMPLE, simulate
-from idemlib.diagram import OKABE_ITO, TINT, alt_text, frame_svg
+from idemlib.pictures.diagram import OKABE_ITO, TINT, alt_text, frame_svg
 from idemlib.faults import LostResponse
 from idemlib.handlers import Context, Handler, ProviderHandler, Steps
 from idemlib.messages import parse_charge, payment_stream
 from idemlib.provider import PaymentProvider
-from idemlib.scenes import scenes_of, steps_of
+from idemlib.pictures.scenes import scenes_of, steps_of
 
 SVG = "{http://www.w3.org/2000/svg}"
 

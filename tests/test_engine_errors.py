@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from idemlib.engine_errors import after_a_duplicate
+from idemlib.stores.engine_errors import after_a_duplicate
 
 
 def test_a_duplicate_insert_is_refused_by_every_engine_but_only_sqlite_goes_on(engine):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from exercise_bank import MIN_RIGHT, MIN_WRONG, Bank
 
-from idemlib import exercises
+from idemlib.course import exercises
 
 HERE = Path(__file__).resolve().parent
 
@@ -29,8 +29,8 @@ def test_every_check_has_a_bank_thick_enough_to_tell_right_from_wrong():
 
 
 def test_every_check_names_its_exercise_in_a_structured_verdict():
-    # idemlib.grade reads verdicts from this MIME bundle, never from the printed words.
-    from idemlib.exercises.feedback import VERDICT_MIME
+    # idemlib.course.grade reads verdicts from this MIME bundle, never from the printed words.
+    from idemlib.course.exercises.feedback import VERDICT_MIME
 
     for name in (n for n in dir(exercises) if n.startswith("check_")):
         check = getattr(exercises, name)

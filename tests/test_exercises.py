@@ -1,6 +1,6 @@
 """What every check's verdict looks like to a learner; each check's own answers are in tests/test_exercises_NN.py."""
 
-from idemlib import exercises as ex
+from idemlib.course import exercises as ex
 
 
 def test_a_verdict_reads_as_correct_or_not_yet_in_text_and_in_html():

@@ -58,7 +58,7 @@ test_bank = bank_tests(BANKS)
 
 
 def test_no_hint_gives_the_overcharge_away():
-    from idemlib.exercises import check_overcharge
+    from idemlib.course.exercises import check_overcharge
 
     for wrong in (TOTAL, OWED, -OVER, OVER + 40, 0):
         message = check_overcharge(wrong).message

@@ -6,7 +6,7 @@ import datetime
 
 from exercise_bank import Bank, Wrong, bank_tests
 
-from idemlib.ordering import VERSION_GUARD
+from idemlib.retention_and_ordering.ordering import VERSION_GUARD
 
 UPSERT_GUARD = ("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
                 "status = excluded.status, version = excluded.version WHERE orders.version < excluded.version")

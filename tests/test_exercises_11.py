@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from exercise_bank import Bank, Wrong, bank_tests
 
-from idemlib.metrics import SkipRateAlert
+from idemlib.operating.metrics import SkipRateAlert
 
 BANKS = {
     "check_alert_rule": Bank(

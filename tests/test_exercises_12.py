@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
-from idemlib.design_review import Design
+from idemlib.case_study.design_review import Design
 
 BANKS = {
     "check_five_answers": Bank(

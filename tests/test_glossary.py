@@ -7,8 +7,9 @@ import copy
 import nbformat
 import pytest
 
-from idemlib.glossary import GLOSSARY, link_first_uses, terms
-from idemlib.publish import LESSONS, lesson_paths, render_prose
+from idemlib.course.glossary import GLOSSARY, link_first_uses, terms
+from idemlib.course.lessons import LESSONS, lesson_paths
+from idemlib.course.publish import render_prose
 
 ENTRIES = terms()
 
@@ -35,7 +36,7 @@ def test_anchors_are_unique():
 @pytest.mark.parametrize("path", lesson_paths(), ids=lambda p: p.stem)
 def test_each_lesson_links_the_first_use_of_every_term_it_uses(path):
     notebook = copy.deepcopy(nbformat.read(path, as_version=4))
-    assert link_first_uses(notebook, ENTRIES) == 0, "run python -m idemlib.glossary to link the new terms"
+    assert link_first_uses(notebook, ENTRIES) == 0, "run python -m idemlib.course.glossary to link the new terms"
 
 
 def test_linking_skips_code_links_and_headings_and_links_once():

@@ -14,10 +14,11 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from idemlib.grade import Grade, grade_folder
-from idemlib.publish import LESSONS, student_copy
+from idemlib.course.grade import Grade, grade_folder
+from idemlib.course.lessons import LESSONS
+from idemlib.course.publish import student_copy
 
-SETUP = "from idemlib.exercises import check_running_example, check_overcharge\nfrom idemlib import Message"
+SETUP = "from idemlib.course.exercises import check_running_example, check_overcharge\nfrom idemlib import Message"
 RIGHT = 'message = Message.charge("m-7f3", 1042, 40)'
 
 
@@ -82,7 +83,7 @@ def graded(tmp_path_factory):
             "'verdict': 'right', 'message': ''}}, raw=True)"))),
         # A check replaced by the student's own function, its cell untouched.
         "rebound.ipynb": handed_in(lesson, edit=lambda c: c.insert(3, new_code_cell(
-            "from idemlib.exercises.feedback import Feedback\n"
+            "from idemlib.course.exercises.feedback import Feedback\n"
             "def check_running_example(answer):\n    return Feedback(True, 'yes', 'check_running_example')"))),
     }
     for name, notebook in cases.items():
@@ -200,8 +201,8 @@ def test_the_grade_page_opens_in_a_browser_without_errors(graded, browser):
 
 
 def test_no_lesson_binds_a_check_name_itself_so_no_honest_copy_is_flagged():
-    from idemlib.grade import rebound_checks
-    from idemlib.publish import lesson_paths
+    from idemlib.course.grade import rebound_checks
+    from idemlib.course.lessons import lesson_paths
 
     assert {path.stem: rebound_checks(nbformat.read(path, as_version=4)) for path in lesson_paths()} == {
         path.stem: set() for path in lesson_paths()}

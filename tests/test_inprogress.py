@@ -6,7 +6,7 @@ import pytest
 
 from conftest import need_postgres
 from idemlib.faults import Crash, FaultPlan
-from idemlib.inprogress import (BACKED_OFF, CLAIM_LOST, COMPLETED, TAKEN_OVER, InProgressHandler, deadline_versus_lease,
+from idemlib.long_work.inprogress import (BACKED_OFF, CLAIM_LOST, COMPLETED, TAKEN_OVER, InProgressHandler, deadline_versus_lease,
                                 inprogress_matrix, outcomes_by_engine, records_database, run_long)
 
 LEASE = 30.0
@@ -119,7 +119,7 @@ def test_the_crash_matrix_plot_shows_blocked_cells_with_their_own_colour_and_hat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from idemlib import plots
+    from idemlib.pictures import plots
 
     matrix = inprogress_matrix({"deadline 60 s": InProgressHandler(2 * LEASE)})
     ax = plots.plot_crash_matrix(matrix)

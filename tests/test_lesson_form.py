@@ -57,8 +57,8 @@ def test_dollar_amounts_in_prose_are_escaped_so_they_do_not_render_as_math(path)
 
 @pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda p: p.stem)
 def test_a_lesson_opens_with_the_generated_navigation(path):
-    from idemlib.publish import nav_line
+    from idemlib.course.lessons import nav_line
 
     opening = cells(path)[0].source
     assert opening.startswith(nav_line(NOTEBOOKS, NOTEBOOKS.index(path)) + "\n\n"), \
-        "run `python -m idemlib.publish nav` to regenerate the lessons' navigation"
+        "run `python -m idemlib.course nav` to regenerate the lessons' navigation"

@@ -16,25 +16,25 @@ from typing import Any
 import nbformat
 import pytest
 
-from idemlib.diagram import frame_svg
-from idemlib.widgets import StepThrough, player_html
+from idemlib.pictures.diagram import frame_svg
+from idemlib.pictures.widgets import StepThrough, player_html
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 PROPOSED = {
     "02": '''from idemlib import Crash
-from idemlib.widgets import StepThrough
+from idemlib.pictures.widgets import StepThrough
 
 crash_then_duplicate = simulate(
     InboxHandler(), [RUNNING_EXAMPLE], watch_total=True,
     faults=FaultPlan(crashes=[Crash("commit", delivery=1)], lost_acks=[LostAck(delivery=2)]))
 StepThrough(crash_then_duplicate, "The inbox: a crash undoes both writes, then a lost ack brings a duplicate")''',
-    "03": '''from idemlib.widgets import StepThrough
+    "03": '''from idemlib.pictures.widgets import StepThrough
 
 race_run = simulate(InboxHandler(), [RUNNING_EXAMPLE], consumers=2, step_seconds={"charge": 40},
                     visibility_timeout=30, watch_total=True)
 StepThrough(race_run, "Two consumers hold m-7f3; on DuckDB the loser fails at commit")''',
-    "04": '''from idemlib.widgets import StepThrough
+    "04": '''from idemlib.pictures.widgets import StepThrough
 
 keyed = PaymentProvider()
 answer_lost_with_key = simulate(ProviderHandler("inside", keyed=True), [RUNNING_EXAMPLE], provider=keyed,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from idemlib.stores import DuckDBPayments
-from idemlib.day import NOON, Day, run_day
-from idemlib.metrics import SkipRateAlert, delivery_signals, diagnose, skip_rate
+from idemlib.operating.day import NOON, Day, run_day
+from idemlib.operating.metrics import SkipRateAlert, delivery_signals, diagnose, skip_rate
 
 WINDOW = 900
 ALERT = SkipRateAlert()

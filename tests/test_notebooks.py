@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from idemlib.publish import lesson_paths
+from idemlib.course.lessons import lesson_paths
 
 
 @pytest.fixture(params=lesson_paths(), ids=lambda path: path.stem)

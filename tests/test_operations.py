@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from idemlib import InboxHandler, Message, NaiveHandler, payment_stream
-from idemlib.costs import inbox_against_naive, statements_per_message
-from idemlib.day import NOON, Day, clock_time, run_day
+from idemlib.operating.costs import inbox_against_naive, statements_per_message
+from idemlib.operating.day import NOON, Day, clock_time, run_day
 from idemlib.explore import RUNNING_EXAMPLE
-from idemlib.libraries import LIBRARIES, deliver_twice_to_each
-from idemlib.metrics import compare_signals
-from idemlib.replay import POISON, dead_letter_replay, repair_amount
+from idemlib.operating.libraries import LIBRARIES, deliver_twice_to_each
+from idemlib.operating.metrics import compare_signals
+from idemlib.operating.replay import POISON, dead_letter_replay, repair_amount
 from idemlib.stores import DuckDBPayments, SQLitePayments
 
 DAY = [RUNNING_EXAMPLE, POISON, Message.charge("m-8a1", 1044, 15)]

@@ -20,12 +20,12 @@ def need_redis() -> None:
 
 
 def peers():
-    from idemlib import peers as module  # imported here: it starts a fork server only when a test needs it
+    from idemlib.long_work import powertools as module  # imported here: it starts a fork server only when a test needs it
     return module
 
 
 def compare():
-    from idemlib import compare as module
+    from idemlib.long_work import side_by_side as module
     return module
 
 

@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from idemlib import RUNNING_EXAMPLE, FaultPlan, LostAck, NaiveHandler, simulate
-from idemlib.publish import render_site
-from idemlib.widgets import StepThrough
+from idemlib.course.publish import render_site
+from idemlib.pictures.widgets import StepThrough
 
 
 @pytest.fixture(scope="module")

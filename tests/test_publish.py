@@ -8,14 +8,8 @@ import nbformat
 import pytest
 from test_notebooks import verdicts
 
-from idemlib.publish import (
-    STUB_NOTE,
-    answer_names,
-    lesson_paths,
-    render_site,
-    student_copy,
-    title_of,
-)
+from idemlib.course.lessons import lesson_paths, title_of
+from idemlib.course.publish import STUB_NOTE, answer_names, render_site, student_copy
 
 LESSONS = lesson_paths()
 
@@ -49,7 +43,7 @@ def test_the_index_renders_markdown_and_numbers_lessons_by_their_own_numbers(sit
 
 
 def test_building_a_lesson_logs_no_kernel_transport_warning(capfd):
-    from idemlib.publish import execute
+    from idemlib.course.publish import execute
 
     execute(LESSONS[0])
     assert "without encryption" not in capfd.readouterr().err

@@ -6,13 +6,13 @@ import pytest
 from conftest import need
 from conftest import need_postgres
 
-from idemlib.jetstream_log import JetStreamLog
-from idemlib.offsets import STEPS, CrashAt, Projection, consume, offset_crash_matrix
-from idemlib.ordered_log import MemoryLog
-from idemlib.ordering import (PAID, REFUNDED, WRITERS, OrderTable, arrival_orders,
+from idemlib.retention_and_ordering.jetstream_log import JetStreamLog
+from idemlib.retention_and_ordering.offsets import STEPS, CrashAt, Projection, consume, offset_crash_matrix
+from idemlib.retention_and_ordering.ordered_log import MemoryLog
+from idemlib.retention_and_ordering.ordering import (PAID, REFUNDED, WRITERS, OrderTable, arrival_orders,
                               explore_orderings, ordering_counts, run_twice_table)
-from idemlib.pruning import PruningBench, duckdb_delete_behaviour
-from idemlib.retention import (DAY, HOUR, RetentionConfig, late_duplicate, retention_sweep, table_growth,
+from idemlib.retention_and_ordering.pruning import PruningBench, duckdb_delete_behaviour
+from idemlib.retention_and_ordering.horizon import (DAY, HOUR, RetentionConfig, late_duplicate, retention_sweep, table_growth,
                                ttl_late_duplicates, ttl_reads)
 from idemlib.servers import NATS
 
@@ -109,7 +109,7 @@ def test_setting_a_value_is_safe_to_run_twice_and_an_increment_is_not():
 
 def test_upserts_behave_the_same_on_real_postgresql():
     need_postgres()
-    from idemlib.pruning import scratch_schema
+    from idemlib.retention_and_ordering.pruning import scratch_schema
 
     schema = scratch_schema()
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from idemlib import RUNNING_EXAMPLE, Crash, FaultPlan, LostAck, NaiveHandler, payment_stream, simulate
-from idemlib.retries import broker_view, retry_settings
+from idemlib.explore import broker_view, retry_settings
 
 
 def test_the_broker_sees_deliveries_expiries_and_acks_but_not_what_the_consumer_did():

@@ -8,8 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from idemlib.grade import exercises_of
-from idemlib.publish import ROOT, lesson_paths, render_prose, title_of
+from idemlib.course.grade import exercises_of
+from idemlib.course.lessons import ROOT, lesson_paths, title_of
+from idemlib.course.publish import render_prose
 
 GUIDE = ROOT / "TEACHING.md"
 LINK = re.compile(r"\]\(([^)\s]+)\)")

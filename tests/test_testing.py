@@ -7,7 +7,7 @@ import pytest
 from idemlib import IdFirstHandler, InboxHandler, NaiveHandler, payment_stream
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.handlers import BusinessRowHandler, WorkFirstHandler
-from idemlib.testing import NotIdempotent, assert_idempotent, idempotency_report, scenarios
+from idemlib.operating.testing import NotIdempotent, assert_idempotent, idempotency_report, scenarios
 
 
 def test_the_inbox_passes_every_scenario_on_every_engine(engine):

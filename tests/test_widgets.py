@@ -7,7 +7,7 @@ from idemlib.faults import FaultPlan, LostAck
 from idemlib.handlers import NaiveHandler
 from idemlib.messages import payment_stream
 from idemlib.sim import simulate
-from idemlib.widgets import PAGE_FRAMES, StepThrough, player_html
+from idemlib.pictures.widgets import PAGE_FRAMES, StepThrough, player_html
 
 SVG = "{http://www.w3.org/2000/svg}"
 

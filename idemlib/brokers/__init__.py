@@ -1,4 +1,4 @@
-"""Brokers that call themselves exactly-once, tried against the six ways a duplicate arrives.
+"""Lesson 07: brokers that call themselves exactly-once, tried against the six ways a duplicate arrives.
 
 ``sources`` plays each duplicate source on any broker; ``models`` holds the brokers
 that cannot run here (SQS FIFO, Azure Service Bus, Pub/Sub, Kafka) as configurations

@@ -1,4 +1,4 @@
-"""The Idempotency-Key header on a real HTTP server, on loopback, backed by DuckDB.
+"""Lesson 08: the Idempotency-Key header on a real HTTP server, on loopback, backed by DuckDB.
 
 - :mod:`idemlib.http.keys`: the key store, one record per client and key, in
   progress (with a deadline another request may take over after) or completed

@@ -1,0 +1,50 @@
+"""The course's commands: ``python -m idemlib.course html|student|grade|nav``.
+
+``make html``, ``make student`` and ``make grade`` call this; it sits above
+publishing and grading so neither needs the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from idemlib.course.grade import grade_folder
+from idemlib.course.lessons import ROOT, write_navigation
+from idemlib.course.publish import build_html, build_student
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m idemlib.course", description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["html", "student", "grade", "nav"],
+                        help="the static site, student copies, grades of handed-in copies, or the lessons' navigation")
+    parser.add_argument("folder", nargs="?", type=Path,
+                        help="html/student: where to write (default build/html or build/student); grade: the submissions")
+    parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "grades", help="grade: where to write the table")
+    parser.add_argument("--cell-seconds", type=int, default=60, help="grade: time limit for one cell")
+    parser.add_argument("--notebook-seconds", type=int, default=300, help="grade: time limit for one notebook")
+    args = parser.parse_args(argv)
+    if args.what == "grade":
+        if args.folder is None or not args.folder.is_dir():
+            parser.error(f"grade needs the folder of submissions, e.g. make grade SUBMISSIONS=handed_in (got {args.folder})")
+        rows = grade_folder(args.folder, args.out, expected_lesson=args.lesson,
+                            cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds)
+        right = sum(row.verdict == "right" for row in rows)
+        print(f"{right} of {sum(bool(row.exercise) for row in rows)} exercises right; "
+              f"wrote {args.out / 'grades.csv'} and {args.out / 'index.html'}")
+        return
+    if args.what == "nav":
+        changed = write_navigation()
+        print(f"navigation rewritten in {len(changed)} lessons")
+        return
+    out = args.folder or ROOT / "build" / args.what
+    written = build_html(out) if args.what == "html" else build_student(out)
+    print(f"wrote {len(written)} files to {out}")
+
+
+
+
+
+if __name__ == "__main__":
+    main()

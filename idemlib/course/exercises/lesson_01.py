@@ -1,0 +1,70 @@
+"""Checks for lesson 01, Why duplicates arrive."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.explore import RUNNING_EXAMPLE
+from idemlib.faults import FaultPlan
+from idemlib.handlers import NaiveHandler
+from idemlib.messages import payment_stream
+from idemlib.sim import simulate
+
+__all__ = ["check_triple_charge", "check_overcharge"]
+
+
+@exercise
+def check_triple_charge(plan: Any) -> Feedback:
+    """Lesson 01: a fault plan under which the naive consumer charges m-7f3 three times ($120)."""
+    if (missing := blank(plan, "a FaultPlan(...)")) is not None:
+        return missing
+    if not isinstance(plan, FaultPlan):
+        return hint(f"That is a {type(plan).__name__}; the answer is a FaultPlan(...).")
+    result = simulate(NaiveHandler(), [RUNNING_EXAMPLE], faults=plan)
+    charged, target = result.total_charged, 3 * RUNNING_EXAMPLE.body["amount"]
+    if charged == target:
+        return right(f"the naive consumer charged ${charged}: every delivery whose ack went missing was charged again.")
+    if result.dead_letters:
+        return hint(f"Your plan sent m-7f3 to the dead-letter queue after {result.dead_letters[0].deliveries} deliveries, "
+                     f"with ${charged} charged. Fewer faults, placed where a commit has already happened.")
+    if charged < target:
+        return hint(f"Your plan charged ${charged}. Each extra charge needs a delivery that commits and yet is delivered "
+                     "again. Which fault lets the commit stand but keeps the message on the queue?")
+    return hint(f"Your plan charged ${charged}: too many redeliveries. Count how many deliveries must commit.")
+
+
+def _dollars(answer: Any) -> float | None:
+    """120, 120.0, numpy's 120, "120" and "$1,120" all read as dollars; anything else is None."""
+    if isinstance(answer, bool):
+        return None
+    if isinstance(answer, str):
+        answer = answer.strip().lstrip("$").replace(",", "")
+    try:
+        return float(answer)
+    except (TypeError, ValueError):
+        return None
+
+
+@exercise
+def check_overcharge(answer: Any, *, messages: int = 200, rate: float = 0.25, seed: int = 7) -> Feedback:
+    """Lesson 01: dollars overcharged by the naive consumer on ``payment_stream(messages)`` at ``rate`` ack loss."""
+    if (missing := blank(answer, "a number of dollars")) is not None:
+        return missing
+    dollars = _dollars(answer)
+    if dollars is None:
+        return hint(f"Give a number of dollars (such as 120 or \"$120\"), not {answer!r}.")
+    stream = payment_stream(messages)
+    result = simulate(NaiveHandler(), stream, faults=FaultPlan(ack_loss_rate=rate, seed=seed))
+    overcharge = result.total_charged - result.expected_total
+    answer = dollars
+    if answer == overcharge:
+        return right(f"${overcharge:,} more than the customers owe, from nothing but lost acks.")
+    if answer == result.total_charged:
+        return hint("That is everything charged. The question asks how much more than the customers owe.")
+    if answer == result.expected_total:
+        return hint("That is what the customers owe. The question asks how much was charged on top of it.")
+    if answer == -overcharge:
+        return hint("Right size, wrong sign: subtract what is owed from what was charged.")
+    return hint(f"Not ${answer:,.0f}. Run the naive consumer on payment_stream({messages}) with "
+                 f"FaultPlan(ack_loss_rate={rate}, seed={seed}) and compare total_charged with expected_total.")

@@ -1,0 +1,95 @@
+"""Checks for lesson 11, Operating it."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pandas as pd
+
+from idemlib.operating.batch import STEPS, consume
+from idemlib.operating.day import DAY_SECONDS, NOON, Day, clock_time, run_day
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.faults import Crash, FaultPlan
+from idemlib.messages import payment_stream
+from idemlib.operating.metrics import SkipRateAlert, skip_rate
+from idemlib.sim import RunResult
+from idemlib.stores import DuckDBPayments
+
+__all__ = ["LESSON_DAYS", "WINDOW_SECONDS", "check_alert_rule", "check_batch_crash", "lesson_days"]
+
+WINDOW_SECONDS = 900
+LESSON_DAYS = {
+    "quiet day": Day(),
+    "slow from noon": Day(slow_from=NOON),
+    "lost-ack storm from noon": Day(storm_from=NOON, storm_until=NOON + 3 * 3600),
+}
+"""The three days of lesson 11: the same arrivals, and from noon either nothing, a slow handler, or lost acks."""
+
+
+@cache
+def lesson_days() -> dict[str, RunResult]:
+    """The three days of lesson 11, run once per process and shared by the lesson and its check."""
+    return {name: run_day(day) for name, day in LESSON_DAYS.items()}
+
+
+def _rates(name: str) -> pd.DataFrame:
+    return skip_rate(lesson_days()[name].trace, WINDOW_SECONDS, until=DAY_SECONDS)
+
+
+@exercise
+def check_alert_rule(alert: Any) -> Feedback:
+    """Lesson 11: a SkipRateAlert that pages by 12:15 on both bad days (a window after noon), never on the quiet day."""
+    if (missing := blank(alert, "SkipRateAlert(threshold=..., windows=...)")) is not None:
+        return missing
+    if not isinstance(alert, SkipRateAlert):
+        return hint(f"Give a SkipRateAlert, such as SkipRateAlert(threshold=0.5, windows=3), "
+                    f"not {type(alert).__name__}.")
+    quiet = alert.fires_at(_rates("quiet day"), WINDOW_SECONDS)
+    if quiet is not None:
+        return hint(f"Your rule pages someone on the quiet day at {clock_time(quiet)}, when nothing is wrong: "
+                    "a stray lost ack is normal. Read the quiet day's highest window in the plot and stay above it.")
+    deadline = NOON + WINDOW_SECONDS
+    for name in ("slow from noon", "lost-ack storm from noon"):
+        fired = alert.fires_at(_rates(name), WINDOW_SECONDS)
+        if fired is None:
+            return hint(f"Your rule never fires on the day '{name}'. Look at the skip rates after noon in the "
+                        "plot: is your threshold above them?")
+        if fired > deadline:
+            if alert.windows > 1:
+                return hint(f"On the day '{name}' your rule fires at {clock_time(fired)}. It waits for "
+                            f"{alert.windows} high windows in a row; how many windows after noon have ended by "
+                            f"{clock_time(deadline)}?")
+            return hint(f"On the day '{name}' your rule fires at {clock_time(fired)}, after {clock_time(deadline)}. "
+                        "Read that day's first window after noon in the plot (and how many deliveries it "
+                        "handled): does your rule count it as high?")
+    return right(f"Quiet on the quiet day, and it pages at {clock_time(deadline)} on both bad days, a window sooner "
+                 "than the lesson's rule. The price: a single noisy window is enough to page, so on a busier quiet "
+                 "day it would need a higher threshold. Which of the two troubles it is, the delivery signals answer.")
+
+
+@exercise
+def check_batch_crash(step: Any) -> Feedback:
+    """Lesson 11: the batch step before which a crash makes the redelivered batch all skips."""
+    if (missing := blank(step, "the name of a step of the batched inbox")) is not None:
+        return missing
+    if not isinstance(step, str):
+        return hint(f"Name the step as text, one of {list(STEPS)}.")
+    name = " ".join(step.lower().replace("_", " ").replace("-", " ").split())
+    name = name.removeprefix("crash ").removeprefix("before ")
+    # A crash "after the commit" is the same moment as one before the step that follows it.
+    if name.removeprefix("after ").removeprefix("the ") == "commit" and name != "commit":
+        name = STEPS[STEPS.index("commit") + 1]
+    if name not in STEPS:
+        return hint(f"The batched inbox has no step {step!r}; its steps are {list(STEPS)}.")
+    messages = payment_stream(5)
+    result = consume(DuckDBPayments(), messages, batch_size=5, faults=FaultPlan(crashes=[Crash(name)]))
+    redelivered = result.trace[(result.trace["delivery"] == 2)]
+    skipped = int((redelivered["event"] == "duplicate skipped").sum())
+    if not (result.outcomes() == "charged once").all():
+        return hint(f"Something is off: with a crash before {name!r} not every message was charged once.")
+    if skipped == len(messages):
+        return right(f"A crash before {name!r} comes after the commit: the IDs are saved, no ack went out, "
+                     "so the broker redelivers the whole batch and every message in it is skipped.")
+    return hint(f"A crash before {name!r} rolls the whole batch back: the redelivered batch finds none of its IDs "
+                "and charges every message then, with no skips. Where must the crash fall for the IDs to be saved?")

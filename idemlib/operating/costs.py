@@ -1,0 +1,136 @@
+"""What the inbox costs, measured on the real engines: per message, and per batch against a raw bulk insert.
+
+All figures here are wall-clock measurements of this machine, best of a few
+runs. They vary from run to run and from machine to machine; the ratios between
+them, taken in the same run on the same messages, are what carries over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from idemlib.operating.batch import BatchConsumer, BatchSession, drain, setup_queue
+from idemlib.explore import cost_per_message
+from idemlib.handlers import Handler, InboxHandler, NaiveHandler
+from idemlib.messages import Message, parse_charge
+from idemlib.sim import simulate
+from idemlib.stores import PaymentsDatabase, SqlPayments
+from idemlib.stores.sql import Cursor
+
+
+def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages: list[Message],
+                        repeats: int = 3) -> pd.DataFrame:
+    """Milliseconds per message for the naive consumer and the inbox on each engine, and their ratio.
+
+    The same messages, no faults, one run after the other in this process, best of
+    ``repeats``. The simulator's own bookkeeping is in both figures alike.
+    """
+    rows = []
+    for engine, make in engines.items():
+        setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]] = {
+            "naive": lambda make=make: (NaiveHandler(), make()),
+            "inbox": lambda make=make: (InboxHandler(), make()),
+        }
+        costs = cost_per_message(setups, messages, repeats=repeats)
+        rows.append((engine, costs["naive"], costs["inbox"], round(costs["inbox"] / costs["naive"], 2)))
+    return pd.DataFrame(rows, columns=["engine", "naive (ms per message)", "inbox (ms per message)",
+                                       "inbox / naive"]).set_index("engine")
+
+
+class CountingCursor:
+    """A cursor that counts the statements it runs, by their first word (BEGIN, INSERT, COMMIT...)."""
+
+    def __init__(self, cursor: Cursor, counts: dict[str, int]) -> None:
+        self._cursor, self._counts = cursor, counts
+
+    def execute(self, sql: str, parameters: object = ()) -> object:
+        kind = sql.split(None, 1)[0].upper()
+        target = sql.split()[2] if kind == "INSERT" else ""
+        label = f"{kind} {target}".strip()
+        self._counts[label] = self._counts.get(label, 0) + 1
+        return self._cursor.execute(sql, parameters)
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        return self._cursor.fetchall()
+
+
+def statements_per_message(make: Callable[[], SqlPayments], messages: list[Message]) -> pd.DataFrame:
+    """How many statements of each kind the naive consumer and the inbox send per message (no faults)."""
+    table = {}
+    for handler in (NaiveHandler(), InboxHandler()):
+        counts: dict[str, int] = {}
+        database = make()
+        original = database.connect
+        database.connect = lambda: CountingCursor(original(), counts)  # type: ignore[method-assign]
+        simulate(handler, messages, database=database)
+        table[handler.name] = {kind: n / len(messages) for kind, n in counts.items()}
+    return pd.DataFrame(table).fillna(0.0).rename_axis("statement")
+
+
+def bulk_insert(database: SqlPayments, messages: Sequence[Message], batch_size: int, *, inbox: bool = False) -> None:
+    """The engine's bulk insert of the payment rows, one transaction per ``batch_size`` messages, no broker.
+
+    With ``inbox=False`` it is the raw insert, the ceiling to compare with. With
+    ``inbox=True`` each transaction first records the batch's IDs with one statement
+    and inserts only the new payments: the batched inbox's database work alone.
+    """
+    session = BatchSession(database)
+    for start in range(0, len(messages), batch_size):
+        chunk = messages[start:start + batch_size]
+        rows = [(charge.order_id, charge.amount, message.label)
+                for message, charge in zip(chunk, map(parse_charge, chunk))]
+        session.begin()
+        if inbox:
+            new = session.record_messages([row[2] for row in rows])
+            rows = [row for row in rows if row[2] in new]
+        session.charge_many(rows)
+        session.commit()
+
+
+def _consumer_seconds(database: SqlPayments, messages: Sequence[Message], batch_size: int) -> float:
+    # The messages are published before the clock starts: publishing is the producer's work.
+    clock, trace, broker = setup_queue(database, messages, 30.0, 5)
+    started = time.perf_counter()
+    drain(BatchConsumer("consumer A", database, broker, trace), clock, batch_size)
+    return time.perf_counter() - started
+
+
+def _best(database: SqlPayments, run: Callable[[SqlPayments], float | None], repeats: int) -> float:
+    """Best of ``repeats``, each from an empty database; ``run`` may return the seconds it timed itself."""
+    timings = []
+    for _ in range(repeats):
+        database.empty()  # emptied, not made anew: a PostgreSQL schema takes longer to create than to fill
+        started = time.perf_counter()
+        measured = run(database)
+        timings.append(measured if measured is not None else time.perf_counter() - started)
+    return min(timings)
+
+
+def batch_throughput(engines: dict[str, Callable[[], SqlPayments]], messages: list[Message],
+                     batch_sizes: Sequence[int], repeats: int = 3) -> pd.DataFrame:
+    """Messages per second, per engine and batch size, of three ways to write the same payments.
+
+    - the batched-inbox consumer: the simulated broker's receive and ack of every
+      delivery, plus the batch's transaction;
+    - the batched inbox's transactions alone (IDs recorded, new payments inserted), no broker;
+    - the raw bulk insert of the payment rows: no inbox, no broker.
+
+    Each measurement starts from an empty database (one per engine, emptied), best of ``repeats``.
+    """
+    rows = []
+    for engine, make in engines.items():
+        database = make()
+        for size in batch_sizes:
+            consumer = _best(database, lambda db, size=size: _consumer_seconds(db, messages, size), repeats)
+            alone = _best(database, lambda db, size=size: bulk_insert(db, messages, size, inbox=True), repeats)
+            raw = _best(database, lambda db, size=size: bulk_insert(db, messages, size), repeats)
+            rows.append((engine, size, *(len(messages) / seconds for seconds in (consumer, alone, raw))))
+    frame = pd.DataFrame(rows, columns=["engine", "batch size", "batched inbox consumer (msg/s)",
+                                        "inbox transactions alone (msg/s)", "raw bulk insert (rows/s)"])
+    frame["consumer / raw"] = (frame["batched inbox consumer (msg/s)"] / frame["raw bulk insert (rows/s)"]).round(2)
+    frame["transactions / raw"] = (frame["inbox transactions alone (msg/s)"]
+                                   / frame["raw bulk insert (rows/s)"]).round(2)
+    return frame

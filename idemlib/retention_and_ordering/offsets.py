@@ -1,0 +1,224 @@
+"""On an ordered log, the position can replace the ID table: store the last sequence applied next to the output.
+
+The consumer reads records from a log (a real NATS JetStream stream, or an
+in-process model of one), and in ONE DuckDB transaction applies a record and
+stores its stream sequence; a record at or below the stored sequence is skipped.
+That works only while records reach the consumer in order: one partition (subject)
+per offset, and one record in flight at a time. A crash between any two steps
+leaves either both the effect and the offset, or neither.
+
+The log is a real NATS JetStream stream (:mod:`idemlib.retention_and_ordering.jetstream_log`) or an
+in-process model of one (:mod:`idemlib.retention_and_ordering.ordered_log`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from idemlib.retention_and_ordering.jetstream_log import JetStreamLog
+from idemlib.retention_and_ordering.ordered_log import MemoryLog, OrderedLog, Record
+from idemlib.servers import NATS, available
+
+STEPS = ("fetch", "begin", "read offset", "apply", "store offset", "commit", "ack")
+"""The offset consumer's steps for one record; a crash can strike before any of them."""
+
+
+def log_factory() -> Callable[[], OrderedLog]:
+    """:class:`JetStreamLog` when NATS answers, else :class:`MemoryLog` (after saying why and how to start NATS)."""
+    return JetStreamLog if available(NATS) else MemoryLog
+
+
+# --- The consumer: effect and offset in one DuckDB transaction.
+
+class Projection:
+    """The consumer's output and its offsets, in one DuckDB database.
+
+    ``totals`` is the output (dollars paid per order: an increment, which is not safe
+    to repeat); ``applications`` logs every time a record's effect was committed, so a
+    test can count them; ``offsets`` holds the last sequence applied per partition (``part``).
+    """
+
+    def __init__(self) -> None:
+        self.db = duckdb.connect(":memory:", config={"threads": 1})
+        self.db.execute("CREATE TABLE totals (order_id INTEGER PRIMARY KEY, paid INTEGER NOT NULL)")
+        self.db.execute("CREATE TABLE applications (seq BIGINT, subject VARCHAR)")
+        self.db.execute("CREATE TABLE offsets (part VARCHAR PRIMARY KEY, last_seq BIGINT NOT NULL)")
+        self.session = self.db.cursor()
+
+    def restart(self) -> None:
+        """A crashed process's open transaction is gone: roll it back and open a new session."""
+        try:
+            self.session.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # no transaction was open
+        self.session = self.db.cursor()
+
+    def applied_per_record(self, sequences: list[int]) -> pd.Series:
+        counts = self.db.execute("SELECT seq, count(*) FROM applications GROUP BY seq").fetchall()
+        return pd.Series(dict(counts), dtype=int).reindex(sequences, fill_value=0).rename("times applied")
+
+    def totals(self) -> dict[int, int]:
+        return dict(self.db.execute("SELECT order_id, paid FROM totals ORDER BY order_id").fetchall())
+
+
+@dataclass(frozen=True)
+class CrashAt:
+    """Kill the consumer just before ``step`` of the first delivery of record ``seq``."""
+
+    step: str
+    seq: int
+
+    def __post_init__(self) -> None:
+        if self.step not in STEPS:
+            raise ValueError(f"no step {self.step!r}; the offset consumer's steps are {STEPS}")
+
+
+def consume(log: OrderedLog, projection: Projection, consumer: str = "payments", *, subject: str | None = None,
+            part: str | None = None, use_offset: bool = True, crash: CrashAt | None = None,
+            max_in_flight: int = 1, max_restarts: int = 5) -> int:
+    """Run the offset consumer until its subscription has every record acked; returns how many times it crashed.
+
+    ``consumer`` is the durable consumer's name on the log; ``part`` names the offset
+    row (by default the ``subject``, or ``all`` for the whole stream): two consumers
+    given the same ``part`` share one stored position.
+    With ``use_offset=False`` it applies every delivery: the consumer with no memory.
+    """
+    part = part or subject or "all"
+    crashes = 0
+    pending = crash
+    while crashes <= max_restarts:
+        subscription = log.subscribe(consumer, subject, max_in_flight)
+        previous = 0  # the sequence this process handled last
+        try:
+            while not subscription.done():
+                record: Record | None = None
+                for step in STEPS:
+                    if pending is not None and step == pending.step and (
+                            record.seq == pending.seq if record is not None else previous == pending.seq - 1):
+                        raise _Crash
+                    if step == "fetch":
+                        record = subscription.fetch()
+                        if record is None:
+                            break
+                    elif not apply_step(step, record, projection, part, use_offset):
+                        break
+                previous = record.seq if record is not None else previous
+            return crashes
+        except _Crash:
+            crashes += 1
+            pending = None
+            projection.restart()
+        finally:
+            subscription.close()
+    raise RuntimeError(f"the consumer crashed {crashes} times without finishing")
+
+
+class _Crash(Exception):
+    """The consumer's process dies here."""
+
+
+def apply_step(step: str, record: Record, projection: Projection, part: str, use_offset: bool) -> bool:
+    """Do one step for ``record``; False when the record is finished early (skipped as applied before)."""
+    session = projection.session
+    if step == "begin":
+        session.execute("BEGIN")
+    elif step == "read offset":
+        row = session.execute("SELECT last_seq FROM offsets WHERE part = ?", [part]).fetchone()
+        if use_offset and row is not None and record.seq <= row[0]:
+            session.execute("COMMIT")
+            record.ack()  # at or below the stored position: applied before, skip it
+            return False
+    elif step == "apply":
+        session.execute("INSERT INTO totals VALUES (?, ?) ON CONFLICT (order_id) DO UPDATE SET paid = totals.paid + "
+                        "excluded.paid", [record.data["order_id"], record.data["amount"]])
+        session.execute("INSERT INTO applications VALUES (?, ?)", [record.seq, record.subject])
+    elif step == "store offset":
+        session.execute("INSERT INTO offsets VALUES (?, ?) ON CONFLICT (part) DO UPDATE SET last_seq = excluded.last_seq",
+                        [part, record.seq])
+    elif step == "commit":
+        session.execute("COMMIT")
+    elif step == "ack":
+        record.ack()
+    return True
+
+
+EVENTS = (("orders", {"order_id": 1042, "amount": 40}), ("orders", {"order_id": 2077, "amount": 15}),
+          ("orders", {"order_id": 1042, "amount": -40}))
+"""Three records on one subject: order 1042 charged \\$40, order 2077 charged \\$15, order 1042 refunded \\$40."""
+
+
+def offset_crash_matrix(make_log: Callable[[], OrderedLog], *, crash_seq: int = 2, use_offset: bool = True,
+                        max_in_flight: int = 1, events: tuple[tuple[str, dict[str, Any]], ...] = EVENTS,
+                        steps: tuple[str | None, ...] = (None, *STEPS)) -> pd.DataFrame:
+    """Crash the offset consumer before each of ``steps`` (None: no crash) of record ``crash_seq``, each on a fresh
+    log, and count each record's effects.
+
+    One row per crash point: the crashes, how many records were applied once, twice
+    or never, and the totals per order.
+    """
+    rows = []
+    for step in steps:
+        log = make_log()
+        try:
+            sequences = [log.append(subject, data) for subject, data in events]
+            projection = Projection()
+            crashes = consume(log, projection, crash=CrashAt(step, crash_seq) if step else None,
+                              use_offset=use_offset, max_in_flight=max_in_flight)
+            applied = projection.applied_per_record(sequences)
+            rows.append(("no crash" if step is None else f"crash before {step}", crashes, int((applied == 1).sum()),
+                         int((applied >= 2).sum()), int((applied == 0).sum()), projection.totals()))
+        finally:
+            log.close()
+    return pd.DataFrame(rows, columns=["fault", "crashes", "applied once", "applied twice", "never applied",
+                                       "paid per order"])
+
+
+def shared_offset_run(make_log: Callable[[], OrderedLog], *, shared: bool) -> pd.DataFrame:
+    """Records alternating between subjects ``a`` and ``b``, each read by its own consumer, b's first.
+
+    With ``shared`` both consumers store one position for the whole stream: b's
+    reader moves it past a's records, which a's reader then skips as applied.
+    Without it each subject keeps its own offset. One row per record.
+    """
+    log = make_log()
+    try:
+        events = [("a", {"order_id": 1042, "amount": 40}), ("b", {"order_id": 2077, "amount": 15}),
+                  ("a", {"order_id": 1042, "amount": 5}), ("b", {"order_id": 2077, "amount": 25})]
+        sequences = [log.append(subject, data) for subject, data in events]
+        projection = Projection()
+        for subject in ("b", "a"):
+            consume(log, projection, f"reader-{subject}", subject=subject, part="all" if shared else subject)
+        applied = projection.applied_per_record(sequences)
+    finally:
+        log.close()
+    return pd.DataFrame({"subject": [s for s, _ in events], "order": [d["order_id"] for _, d in events],
+                         "amount ($)": [d["amount"] for _, d in events], "times applied": list(applied)},
+                        index=pd.Index(sequences, name="stream sequence"))
+
+
+def rebuild_projection(make_log: Callable[[], OrderedLog], events: tuple[tuple[str, dict[str, Any]], ...],
+                       crash: CrashAt) -> pd.DataFrame:
+    """Build the totals live, then rebuild them from the log with a fresh consumer that crashes once on the way.
+
+    The rebuild starts from an empty output and the stream's first record; its offset
+    makes the redelivery after the crash harmless. One row per order, live and rebuilt.
+    """
+    log = make_log()
+    try:
+        for subject, data in events:
+            log.append(subject, data)
+        live = Projection()
+        consume(log, live, "live")
+        rebuilt = Projection()
+        crashes = consume(log, rebuilt, "rebuild", crash=crash)
+    finally:
+        log.close()
+    frame = pd.DataFrame({"live projection ($)": live.totals(), "rebuilt from the log ($)": rebuilt.totals()})
+    frame.index.name = "order"
+    frame.attrs["crashes during rebuild"] = crashes
+    return frame
