@@ -168,7 +168,7 @@ def check_repeatable_read(answer: Any) -> Feedback:
     if given == truth:
         return right("at REPEATABLE READ the loser's snapshot never contains the winner's row: when A commits, B's "
                      "waiting insert is refused with a serialization failure, B rolls back and gives m-7f3 back, and "
-                     "its redelivery, in a fresh snapshot, finds the ID and skips. When A rolls back, there is nothing "
+                     "if the message comes back, the redelivery, in a fresh snapshot, finds the ID and skips. When A rolls back, there is nothing "
                      "to conflict with: B's insert goes ahead and B charges.")
     committed, rolled_back = given["A commits"], given["A rolls back"]
     if committed[0] != truth["A commits"][0]:
