@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from exercise_bank import Bank, Wrong, bank_tests
 
 RIGHT = {"A commits": ("serialization failure", "give it back"), "A rolls back": ("one row", "charge")}
@@ -53,3 +54,15 @@ BANKS = {
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def test_without_a_postgresql_server_the_repeatable_read_check_says_so_instead_of_judging(monkeypatch):
+    from idemlib.course.exercises import check_repeatable_read, lesson_03
+
+    monkeypatch.setattr(lesson_03, "postgres_unavailable", lambda: "PostgreSQL is not reachable here.")
+    monkeypatch.setattr(lesson_03, "require_servers", lambda: False)
+    feedback = check_repeatable_read(RIGHT)
+    assert not feedback and "cannot judge" in feedback.message and "not reachable" in feedback.message
+    monkeypatch.setattr(lesson_03, "require_servers", lambda: True)  # as in CI: a missing server is an error
+    with pytest.raises(RuntimeError, match="not reachable"):
+        check_repeatable_read(RIGHT)

@@ -8,7 +8,7 @@ from typing import Any
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.races import RaceOutcome, postgres_at, race
-from idemlib.stores import DuckDBPayments, postgres_unavailable
+from idemlib.stores import DuckDBPayments, postgres_unavailable, require_servers
 
 __all__ = ["check_race_loser", "check_repeatable_read"]
 
@@ -163,7 +163,10 @@ def check_repeatable_read(answer: Any) -> Feedback:
         return hint(f"I cannot read the answer for {unread[0]!r}: name the signal as one of {list(SIGNALS)} "
                     f"and the action as one of {list(ACTIONS)}.")
     if (reason := postgres_unavailable()) is not None:
-        return hint(f"This check races two consumers on PostgreSQL, and none answers here. {reason}")
+        if require_servers():
+            raise RuntimeError(reason)
+        return hint(f"This check races two consumers on PostgreSQL, and none answers here, so it cannot judge "
+                    f"the answer. {reason}")
     truth = repeatable_read_signals()
     if given == truth:
         return right("at REPEATABLE READ the loser's snapshot never contains the winner's row: when A commits, B's "
