@@ -74,7 +74,8 @@ BANKS = {
         right=[("naive", "crash before ack", "charged twice"), ("naive", " Crash before ACK ", "charged twice"),
                ("naive", "crash after commit", "charged twice"), ("naive", "before ack", "charged twice"),
                ("ID first", "crash before charge", "charge lost"), ("work first", "crash before record id", "charged twice"),
-               ("naive", "crash before the ack", "charged twice"), ("naive", "crash after the commit", "charged twice")],
+               ("naive", "crash before the ack", "charged twice"), ("naive", "crash after the commit", "charged twice"),
+               ("naive", "crash just before its ack", "charged twice")],
         wrong=[
             Wrong(("naive", "crash before commit", "charged twice"), "charged once"),
             Wrong(("naive", "crash before charge", "charged twice"), "already saved"),

@@ -157,8 +157,10 @@ def _fault_named(fault: str, faults: list[str], steps: tuple[str, ...]) -> str:
     Case, spacing and a missing "crash" are forgiven, and a crash *after* a step reads
     as the crash before the next one (nothing runs between the two).
     """
-    # "crash before the commit" and "before its commit" name the crash before commit.
-    words = " ".join(word for word in fault.lower().split() if word not in ("the", "its", "a")).removeprefix("crash ")
+    # "crash before the commit", "before its commit" and "just before commit" name the crash before commit;
+    # "the commit" alone names no moment, so it stays unread.
+    words = " ".join(word for word in fault.lower().split()
+                     if word not in ("the", "its", "a", "just", "right")).removeprefix("crash ")
     after = words.removeprefix("after ")
     if after != words and after in steps[:-1]:
         words = f"before {steps[steps.index(after) + 1]}"
