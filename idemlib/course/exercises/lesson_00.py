@@ -76,7 +76,8 @@ def check_idempotent_inserts(answer: Any) -> Feedback:
         return right("the definition compares the data, not the answer. A repeat that writes zero rows, or one "
                      "refused with a duplicate-key error, leaves the rows as one run did; ON CONFLICT ... DO UPDATE "
                      "that adds to the amount is an upsert, and still charges again. Lesson 02 shows why a handler "
-                     "prefers zero rows to the error: inside its transaction, the error takes the whole transaction down.")
+                     "prefers zero rows to the error: on DuckDB and PostgreSQL the error takes the handler's whole "
+                     "transaction down with it.")
     if len(wrong) > 1:
         return hint(f"{len(wrong)} of {len(INSERTS)} are not right yet. For each, ask only: after the third run, is "
                     "any row different from after the first? `repeat_answers(...)` shows what a repeat says, "
