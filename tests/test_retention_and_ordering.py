@@ -194,6 +194,7 @@ def test_a_retried_publish_is_a_second_record_that_only_the_window_or_an_id_chec
 def test_on_real_jetstream_nats_msg_id_drops_a_copy_only_within_the_window_and_the_id_check_always():
     need_nats()
     table = republish_table(JetStreamLog)
+    assert list(table["duplicate window (s)"]) == [120, 120, 0.2, 120]  # the server's default, then the short one
     assert list(table["records in the stream"]) == [3, 2, 3, 3], table
     assert list(table["times m-7f3 applied"]) == [2, 1, 2, 1]
     assert list(table["order 1042 paid ($)"]) == [80, 40, 80, 40]

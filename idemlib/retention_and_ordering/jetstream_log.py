@@ -75,6 +75,11 @@ class JetStreamLog:
     def append(self, subject: str, data: dict[str, Any]) -> int:
         return self.publish(subject, data).seq
 
+    def duplicate_window(self) -> float:
+        """The stream's duplicate window in seconds, as the server holds it (its default unless one was given)."""
+        info = self._loop.run(self._js.stream_info(self.name))
+        return float(info.config.duplicate_window)
+
     def max_ack_pending(self, consumer: str) -> int:
         """The ``max_ack_pending`` the server holds for ``consumer``: how many records it may have out unacked."""
         info = self._loop.run(self._js.consumer_info(self.name, consumer))

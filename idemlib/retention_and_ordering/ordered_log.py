@@ -50,6 +50,7 @@ class OrderedLog(Protocol):
     def publish(self, subject: str, data: dict[str, Any], msg_id: str | None = None) -> Appended: ...
     def append(self, subject: str, data: dict[str, Any]) -> int: ...
     def subscribe(self, consumer: str, subject: str | None = None, max_in_flight: int = 1) -> Subscription: ...
+    def duplicate_window(self) -> float: ...
     def max_ack_pending(self, consumer: str) -> int: ...
     def close(self) -> None: ...
 
@@ -79,8 +80,8 @@ class MemoryLog:
     def __init__(self, ack_wait: float = 0.0, duplicate_window: float | None = None) -> None:
         # ``ack_wait`` is accepted so both logs are made alike; the model's redelivery order does not depend on it.
         self.ack_wait = ack_wait
-        self.duplicate_window = (fact_seconds("nats_duplicate_window_default") if duplicate_window is None
-                                 else duplicate_window)
+        self._duplicate_window = (fact_seconds("nats_duplicate_window_default") if duplicate_window is None
+                                  else duplicate_window)
         self.records: list[tuple[int, str, dict[str, Any]]] = []
         self.consumers: dict[str, _ModelConsumer] = {}
         self._published_ids: dict[str, tuple[int, float]] = {}  # message ID -> (sequence, when)
@@ -89,7 +90,7 @@ class MemoryLog:
         """Append a record, unless ``msg_id`` was published less than the duplicate window ago."""
         now = time.monotonic()
         seen = self._published_ids.get(msg_id) if msg_id is not None else None
-        if seen is not None and now - seen[1] < self.duplicate_window:
+        if seen is not None and now - seen[1] < self._duplicate_window:
             return Appended(seen[0], True)
         self.records.append((len(self.records) + 1, subject, dict(data)))
         if msg_id is not None:
@@ -102,6 +103,10 @@ class MemoryLog:
     def subscribe(self, consumer: str, subject: str | None = None, max_in_flight: int = 1) -> _ModelSubscription:
         state = self.consumers.setdefault(consumer, _ModelConsumer(subject, max_in_flight))
         return _ModelSubscription(self, state)
+
+    def duplicate_window(self) -> float:
+        """Seconds within which a repeated message ID is dropped."""
+        return self._duplicate_window
 
     def max_ack_pending(self, consumer: str) -> int:
         """How many records ``consumer`` may have out unacked (JetStream's ``max_ack_pending``)."""

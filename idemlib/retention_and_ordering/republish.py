@@ -63,7 +63,8 @@ def publish_twice(make_log: Callable[..., OrderedLog], case: Republish, short_wi
 
     A case that waits out the duplicate window gets a stream whose window is
     ``short_window`` seconds and waits three times that (a busy machine only waits
-    longer); the others keep the server's default window.
+    longer); the others keep the server's default window. The row gives the window as
+    the log holds it.
     """
     log = make_log(duplicate_window=short_window) if case.after_window else make_log()
     try:
@@ -75,10 +76,12 @@ def publish_twice(make_log: Callable[..., OrderedLog], case: Republish, short_wi
         last = log.publish("orders", OTHER_CHARGE, OTHER_CHARGE["message_id"] if case.msg_id else None)
         projection = Projection()
         consume(log, projection, use_ids=case.consumer_checks_ids)
+        window = log.duplicate_window()
     finally:
         log.close()
     totals = projection.totals()
-    return {"how the copy reaches the log": case.label, "records in the stream": last.seq,
+    return {"how the copy reaches the log": case.label, "duplicate window (s)": window,
+            "records in the stream": last.seq,
             "second publish answered as duplicate": second.duplicate,
             "times m-7f3 applied": projection.times_applied(str(CHARGE["message_id"])),
             "order 1042 paid ($)": totals.get(1042, 0), "order 2077 paid ($)": totals.get(2077, 0)}
