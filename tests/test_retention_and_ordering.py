@@ -12,7 +12,7 @@ from idemlib.retention_and_ordering.horizon import (DAY, HOUR, DatedInbox, Reten
                                                     late_duplicate, play_incident, retention_sweep, table_growth)
 from idemlib.retention_and_ordering.jetstream_log import JetStreamLog
 from idemlib.retention_and_ordering.offsets import (STEPS, CrashAt, Projection, consume, fold_outcomes,
-                                                    offset_crash_matrix)
+                                                    offset_crash_matrix, rebuild_projection)
 from idemlib.retention_and_ordering.ordered_log import MemoryLog
 from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, PAID, REFUNDED, WRITERS, OrderTable,
                                                      Writer, arrival_orders, explore_orderings, interleaved_orders,
@@ -224,6 +224,14 @@ def test_one_offset_shared_by_two_subjects_loses_records_and_one_per_subject_doe
             assert bool((applied == 0).any()) is lost, applied
         finally:
             log.close()
+
+
+def test_a_projection_rebuilt_from_the_log_through_a_crash_matches_the_live_one():
+    events = (("orders", {"order_id": 1042, "amount": 40}), ("orders", {"order_id": 2077, "amount": 15}),
+              ("orders", {"order_id": 1042, "amount": -40}), ("orders", {"order_id": 3001, "amount": 25}))
+    rebuilt = rebuild_projection(MemoryLog, events, crash=CrashAt("commit", 3))
+    assert rebuilt.attrs["crashes during rebuild"] == 1
+    assert list(rebuilt["rebuilt from the log ($)"]) == list(rebuilt["live projection ($)"]) == [0, 15, 25]
 
 
 def test_a_crash_point_must_name_a_step():
