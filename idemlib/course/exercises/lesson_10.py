@@ -11,7 +11,7 @@ import numpy as np
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.facts import fact_seconds
-from idemlib.retention_and_ordering.horizon import DAY, HOUR, DatedInbox, Incident, play_incident
+from idemlib.retention_and_ordering.horizon import DAY, DatedInbox, Incident, play_incident
 from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, Writer, arrival_orders,
                                                      explore_orderings, interleaved_orders)
 
