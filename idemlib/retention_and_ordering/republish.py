@@ -62,7 +62,7 @@ def publish_twice(make_log: Callable[..., OrderedLog], case: Republish, short_wi
     """Publish :data:`CHARGE` twice and :data:`OTHER_CHARGE` once, consume the stream, and say what was charged.
 
     A case that waits out the duplicate window gets a stream whose window is
-    ``short_window`` seconds and waits three times that (a busy machine only waits
+    ``short_window`` seconds and waits five times that (a busy machine only waits
     longer); the others keep the server's default window. The row gives the window as
     the log holds it.
     """
@@ -71,7 +71,7 @@ def publish_twice(make_log: Callable[..., OrderedLog], case: Republish, short_wi
         msg_id = CHARGE["message_id"] if case.msg_id else None
         log.publish("orders", CHARGE, msg_id)
         if case.after_window:
-            time.sleep(3 * short_window)
+            time.sleep(5 * short_window)
         second = log.publish("orders", CHARGE, msg_id)  # the retry: the first publish's acknowledgement was lost
         last = log.publish("orders", OTHER_CHARGE, OTHER_CHARGE["message_id"] if case.msg_id else None)
         projection = Projection()
