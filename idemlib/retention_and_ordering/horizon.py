@@ -308,7 +308,7 @@ def incident_table(incidents: tuple[Incident, ...], retention: float, prune_ever
     queue, dlq = fact_seconds("sqs_retention_default"), fact_seconds("sqs_retention_max")
     print(f"inbox keeps IDs {retention / HOUR:g} h, pruned every {prune_every / 60:g} min; the queue keeps messages "
           f"{queue / DAY:g} days, its dead-letter queue {dlq / DAY:g} days")
-    rows = [(incident.name, incident.sent / 60, "" if incident.redriven is None else f"day {incident.redriven / DAY:g}",
+    rows = [(incident.name, round(incident.sent / 60), "" if incident.redriven is None else f"day {incident.redriven / DAY:g}",
              f"day {incident.consumers_back / DAY:g}" if incident.consumers_back else "no outage")
             for incident in incidents]
     return pd.DataFrame(rows, columns=["incident", "retry sent (min)", "dead-letter queue redriven",
