@@ -39,7 +39,8 @@ BANKS = {
     ),
     "check_version_guard": Bank(
         right=[(VERSION_GUARD,),
-               ("UPDATE orders SET version = $version, status = $status WHERE $version > version AND order_id = $order_id",),
+               ("UPDATE orders SET version = $version, status = $status "
+                "WHERE $version > version AND order_id = $order_id",),
                (UPSERT_GUARD,),
                ("update orders set status = case when $version > version then $status else status end, "
                 "version = greatest(version, $version) where order_id = $order_id",),

@@ -56,7 +56,8 @@ class RetentionConfig:
     def worst_copy(self) -> pd.DataFrame:
         """The latest copy's way to the consumer, step by step, with the time each step can happen at the latest."""
         steps = [(0.0, "m-7f3 handled; its ID stored"),
-                 (self.producer_retry, "the producer's last retry is sent (the first publish's acknowledgement was lost)")]
+                 (self.producer_retry,
+                  "the producer's last retry is sent (the first publish's acknowledgement was lost)")]
         if self.dlq_replay:
             steps.append((self.producer_retry + self.dlq_replay, "the copy, dead-lettered, is redriven: a new message "
                           "with a new message ID and enqueue time, so its retention starts again"))
@@ -308,7 +309,8 @@ def incident_table(incidents: tuple[Incident, ...], retention: float, prune_ever
     queue, dlq = fact_seconds("sqs_retention_default"), fact_seconds("sqs_retention_max")
     print(f"inbox keeps IDs {retention / HOUR:g} h, pruned every {prune_every / 60:g} min; the queue keeps messages "
           f"{queue / DAY:g} days, its dead-letter queue {dlq / DAY:g} days")
-    rows = [(incident.name, round(incident.sent / 60), "" if incident.redriven is None else f"day {incident.redriven / DAY:g}",
+    rows = [(incident.name, round(incident.sent / 60),
+             "" if incident.redriven is None else f"day {incident.redriven / DAY:g}",
              f"day {incident.consumers_back / DAY:g}" if incident.consumers_back else "no outage")
             for incident in incidents]
     return pd.DataFrame(rows, columns=["incident", "retry sent (min)", "dead-letter queue redriven",

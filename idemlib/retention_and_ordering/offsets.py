@@ -66,7 +66,8 @@ class Projection:
 
     def times_applied(self, message_id: str) -> int:
         """How many times the effect of message ``message_id`` was committed, whatever records carried it."""
-        return int(self.db.execute("SELECT count(*) FROM applications WHERE message_id = ?", [message_id]).fetchone()[0])
+        count = self.db.execute("SELECT count(*) FROM applications WHERE message_id = ?", [message_id]).fetchone()
+        return int(count[0])
 
     def totals(self) -> dict[int, int]:
         return dict(self.db.execute("SELECT order_id, paid FROM totals ORDER BY order_id").fetchall())

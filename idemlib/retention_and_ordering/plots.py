@@ -68,7 +68,8 @@ def plot_prune_latency(results: dict[str, pd.DataFrame]) -> Figure:
     figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.3 * len(results)), sharex=True, sharey=True,
                                 gridspec_kw={"hspace": 0.45, "top": 0.93, "bottom": 0.07, "left": 0.08, "right": 0.98})
     for ax, (label, frame), (colour, marker) in zip(axes, results.items(),
-                                                    ((BLUE, "o"), (ORANGE, "s"), (VERMILLION, "^"), (PURPLE, "D"), (GREEN, "v"))):
+                                                    ((BLUE, "o"), (ORANGE, "s"), (VERMILLION, "^"), (PURPLE, "D"),
+                                                     (GREEN, "v"))):
         start, end = frame.attrs["window"]
         ax.axvspan(start, end, facecolor="none", edgecolor="grey", hatch="//", label="pruning runs")
         ax.scatter(frame["start"], frame["latency"] * 1000, s=8, color=colour, marker=marker, label="one insert")

@@ -55,7 +55,8 @@ def _caught_names(answer: Any) -> set[str] | str:
     if isinstance(answer, Iterable):
         given = [str(item).strip().upper() for item in answer]
         if not set(given) <= names:
-            return f"name incidents among {', '.join(sorted(names))}; {', '.join(sorted(set(given) - names))} is not one"
+            strangers = ", ".join(sorted(set(given) - names))
+            return f"name incidents among {', '.join(sorted(names))}; {strangers} is not one"
         return set(given)
     return f"give the letters of the incidents the inbox survives, or a dict of letter to True/False, not {answer!r}"
 
@@ -144,8 +145,9 @@ def check_version_guard(statement: Any) -> Feedback:
     if (wrong["orders in the run"] > 1).all():
         first = wrong.iloc[0]
         return hint(f"Each order's messages alone end right, but {len(wrong)} runs with both orders interleaved end "
-                    f"wrong, for example {first['arrival order']} leaves order {first['order']} {first['final status']}."
-                    " Does the guard compare the message's version with its own order's row, and nothing else?")
+                    f"wrong, for example {first['arrival order']} leaves order {first['order']} "
+                    f"{first['final status']}. Does the guard compare the message's version with its own order's row, "
+                    "and nothing else?")
     first = wrong.iloc[0]
     return hint(f"{len(wrong)} of {len(explored)} arrival orders end wrong, for example order {first['order']}'s "
                 f"{first['arrival order']} ends {first['final status']} (version {first['final version']}). Does the "
