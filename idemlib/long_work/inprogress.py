@@ -39,6 +39,8 @@ person replays it, and a replay after the record expires runs the work again); t
 consumer's own payment row written twice."""
 LEASE_SECONDS = 30.0
 """The broker's lease in this lesson's runs (the simulator's default visibility timeout)."""
+MAX_DELIVERIES = 5
+"""Deliveries after which the broker in this lesson's runs dead-letters a message (the simulator's default)."""
 
 RECORDS_TABLE = """CREATE TABLE IF NOT EXISTS idempotency_records (
     message_id VARCHAR PRIMARY KEY,
@@ -307,7 +309,7 @@ class LongRun:
 def run_long(handler: InProgressHandler, messages: Iterable[Message] = (RUNNING_EXAMPLE,), *,
              faults: FaultPlan | None = None, lease: float = LEASE_SECONDS, consumers: int = 1,
              work_seconds: float | None = None, database: _WithRecords | None = None,
-             max_deliveries: int = 5) -> LongRun:
+             max_deliveries: int = MAX_DELIVERIES) -> LongRun:
     """Run ``messages`` through the in-progress handler with a fresh provider.
 
     ``work_seconds`` is how long the whole work takes, split evenly over the

@@ -54,7 +54,7 @@ from idemlib.broker import Broker, Delivery
 from idemlib.clock import VirtualClock
 from idemlib.facts import load_facts
 from idemlib.faults import FaultPlan
-from idemlib.long_work.inprogress import BACKED_OFF, LEASE_SECONDS, waited_leases, outcome_of_effects
+from idemlib.long_work.inprogress import BACKED_OFF, LEASE_SECONDS, MAX_DELIVERIES, outcome_of_effects, waited_leases
 from idemlib.messages import Message
 from idemlib.servers import ready
 from idemlib.stores.cache import redis_unavailable, redis_url
@@ -187,7 +187,7 @@ class PeerRun:
 
 
 def run_powertools(messages: Iterable[Message], settings: PeerSettings = PeerSettings(), *,
-                   faults: FaultPlan | None = None, lease: float = LEASE_SECONDS, max_deliveries: int = 5,
+                   faults: FaultPlan | None = None, lease: float = LEASE_SECONDS, max_deliveries: int = MAX_DELIVERIES,
                    consumers: int = 1, work_seconds: float = 0.0, raises: str | None = None) -> PeerRun:
     """Deliver ``messages`` to the library, one child process per delivery, until the queue is empty.
 

@@ -132,13 +132,14 @@ def deadline_enforced(work_seconds: float = 45.0, time_left: float = 20.0) -> pd
     when its time runs out. A deadline longer than the work is the third row.
     """
     one, work = [RUNNING_EXAMPLE], {"consumers": 2, "work_seconds": work_seconds}
+    roomy = 2 * LEASE_SECONDS
     return _tabulate({
-        f"{time_left:g} s left, nothing stops the work (a stand-in outside Lambda)":
+        f"{time_left:g} s left, work {work_seconds:g} s, not stopped (stand-in)":
             ((one, PeerSettings(time_left=time_left)), work),
-        f"{time_left:g} s left, stopped when it runs out (as Lambda does)":
+        f"{time_left:g} s left, work {work_seconds:g} s, stopped at {time_left:g} s (as Lambda)":
             ((one, PeerSettings(time_left=time_left, stopped_at_timeout=True)), work),
-        f"{2 * LEASE_SECONDS:g} s left, stopped when it runs out":
-            ((one, PeerSettings(time_left=2 * LEASE_SECONDS, stopped_at_timeout=True)), work),
+        f"{roomy:g} s left, work {work_seconds:g} s, stopped at {roomy:g} s":
+            ((one, PeerSettings(time_left=roomy, stopped_at_timeout=True)), work),
     })[["charges", "refused", "failed", "stopped", "dead-lettered", "outcome"]]
 
 
