@@ -63,7 +63,7 @@ from idemlib.trace import Trace
 POWERTOOLS_VERSION = VERSION
 """The installed version of aws-lambda-powertools."""
 MEASURED_VERSION = str(load_facts().loc["powertools_version_measured", "value"])
-"""The Powertools version the lesson's figures were measured with (``pip install aws-lambda-powertools==<it>``)."""
+"""The Powertools version the lesson's runs were checked with (``pip install aws-lambda-powertools==<it>``)."""
 PEER_STEPS = ("claim", "charge", "mark completed", "ack")
 STEP_TIMEOUT = 20.0
 """Wall seconds the parent waits for a child to reach its next step before giving up on it (a broken Redis,
