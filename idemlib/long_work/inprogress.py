@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from idemlib.explore import RUNNING_EXAMPLE
-from idemlib.faults import Crash, FaultPlan
+from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, Handler, ProviderError, Steps
 from idemlib.messages import Message, parse_charge
 from idemlib.provider import PaymentProvider

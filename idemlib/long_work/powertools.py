@@ -9,11 +9,8 @@ when Lambda stops an invocation at its timeout or a container is killed.
 
 Time is the run's virtual clock, never the wall clock, so every outcome is the same
 on a quiet machine and a busy one. The library reads the time through
-``datetime.now()``; in the child that call answers with the run's clock (sent with
-every go-ahead). Redis keeps the library's records, but their time to live is
-counted on the same clock: the client the library is given stores each key without
-an expiry and forgets it once the run's clock passes the time to live it was set
-with. The broker's leases are on the same clock too, and a piece of long work moves
+``datetime.now()``, and Redis counts its records' lives; in the child both are the
+run's clock (see :mod:`idemlib.long_work.library_process`). The broker's leases are on the same clock too, and a piece of long work moves
 it forward while the child waits at its gate.
 
 The steps, as the parent sees them: ``claim`` (the library saves the record as
@@ -23,42 +20,37 @@ charge to Redis), ``mark completed`` (the library saves the result), ``ack``.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import json
 import multiprocessing
 import os
 import signal
 import threading
-import types
-import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from multiprocessing import forkserver
-from multiprocessing.connection import Connection
 from typing import Any
 
 import pandas as pd
 import redis
 from aws_lambda_powertools.shared.version import VERSION
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-from aws_lambda_powertools.utilities.idempotency import base as _library_base
-from aws_lambda_powertools.utilities.idempotency.exceptions import (IdempotencyAlreadyInProgressError,
-                                                                     IdempotencyKeyError, IdempotencyValidationError)
-from aws_lambda_powertools.utilities.idempotency.persistence import base as _persistence_base
-from aws_lambda_powertools.utilities.idempotency.persistence import datarecord as _datarecord
-from aws_lambda_powertools.utilities.idempotency.persistence import redis as _redis_layer
-from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
 
 from idemlib.broker import Broker, Delivery
 from idemlib.clock import VirtualClock
 from idemlib.facts import load_facts
 from idemlib.faults import FaultPlan
 from idemlib.long_work.inprogress import BACKED_OFF, LEASE_SECONDS, MAX_DELIVERIES, outcome_of_effects, waited_leases
+# The child's side, re-exported here: the lesson reads the settings, the stand-in context and the child's source.
+from idemlib.long_work.library_process import (EPOCH, RAISED, PeerSettings, RemainingTime, consume_delivery,
+                                               expiry_hash, library_defaults)
 from idemlib.messages import Message
 from idemlib.servers import ready
 from idemlib.stores.cache import redis_unavailable, redis_url
 from idemlib.trace import Trace
+
+__all__ = ["EPOCH", "MEASURED_VERSION", "PEER_STEPS", "POWERTOOLS_VERSION", "PeerRun", "PeerSettings", "RemainingTime",
+           "TIMED_OUT", "consume_delivery", "library_defaults", "powertools_ready", "run_powertools",
+           "start_fork_server"]
 
 POWERTOOLS_VERSION = VERSION
 """The installed version of aws-lambda-powertools."""
@@ -68,12 +60,8 @@ PEER_STEPS = ("claim", "charge", "mark completed", "ack")
 STEP_TIMEOUT = 20.0
 """Wall seconds the parent waits for a child to reach its next step before giving up on it (a broken Redis,
 not a slow machine: no outcome depends on how long a child takes)."""
-EPOCH = 1_767_225_600.0
-"""The wall-clock moment (2026-01-01 UTC) the library sees as the run's time 0."""
 TIMED_OUT = "stopped at its timeout"
 """The trace event of an invocation that Lambda would stop: its time left ran out before its work was done."""
-RAISED = "raised"
-"""The trace event of a delivery whose function raised an error (the library deletes its record, then re-raises)."""
 _runs = itertools.count(1)
 _PROCESSES = multiprocessing.get_context("forkserver")
 # Children fork from a server process that has imported the library once, so each
@@ -87,67 +75,6 @@ def start_fork_server() -> None:
     Optional: the first run starts it anyway, and then waits for its imports.
     """
     forkserver.ensure_running()
-
-
-def library_defaults() -> dict[str, Any]:
-    """What the library's own ``IdempotencyConfig()`` sets when given nothing, read from the installed package."""
-    config = IdempotencyConfig()
-    return {"records expire after (s)": config.expires_after_seconds,
-            "payload validation": config.payload_validation_jmespath or "off",
-            "raise_on_no_idempotency_key": config.raise_on_no_idempotency_key,
-            "Lambda context registered (deadline)": config.lambda_context is not None}
-
-
-@dataclass(frozen=True)
-class PeerSettings:
-    """How the library is configured for a run (the arguments of ``IdempotencyConfig``, in the course's words).
-
-    ``time_left``: the seconds a registered Lambda context reports as left in the
-    invocation when the record is claimed (``register_lambda_context``), which the
-    library turns into the claim's deadline; None registers nothing, which is what
-    code outside Lambda, or a handler that forgot, does. ``stopped_at_timeout``:
-    the invocation is killed when that time runs out, as Lambda does; off, nothing
-    enforces the deadline, as with a stand-in context outside Lambda.
-    """
-
-    expires_after_seconds: int = IdempotencyConfig().expires_after_seconds
-    time_left: float | None = None
-    stopped_at_timeout: bool = False
-    payload_validation: bool = False
-    raise_on_no_key: bool = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.expires_after_seconds, bool) or not isinstance(self.expires_after_seconds, int) \
-                or self.expires_after_seconds < 1:
-            raise ValueError("expires_after_seconds must be a whole number of seconds, at least 1 (the library counts "
-                             f"a record's life in whole seconds), not {self.expires_after_seconds!r}")
-        if self.time_left is not None and not 0 <= self.time_left < float("inf"):
-            raise ValueError(f"time_left must be None (no deadline) or seconds left, 0 or more, not {self.time_left!r}")
-        if self.stopped_at_timeout and self.time_left is None:
-            raise ValueError("stopped_at_timeout needs a time_left: without a registered context there is no timeout")
-
-    def config(self) -> IdempotencyConfig:
-        """The library's own configuration object for these settings."""
-        config = IdempotencyConfig(event_key_jmespath="message_id", expires_after_seconds=self.expires_after_seconds,
-                                   payload_validation_jmespath="[order_id, amount]" if self.payload_validation else "",
-                                   raise_on_no_idempotency_key=self.raise_on_no_key)
-        if self.time_left is not None:
-            config.register_lambda_context(RemainingTime(round(self.time_left * 1000)))
-        return config
-
-
-@dataclass(frozen=True)
-class RemainingTime:
-    """Stands in for a Lambda context: all the library asks of it is the time left, in milliseconds.
-
-    It only reports a number. Inside Lambda the same number is a promise that the
-    invocation is stopped when it runs out; this stand-in promises nothing.
-    """
-
-    millis: int
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.millis
 
 
 @dataclass
@@ -236,7 +163,7 @@ _RAISES = {"before the charge": "raise before", "after the charge": "raise after
 
 def _records_left(client: redis.Redis, prefix: str, now: float) -> pd.DataFrame:
     """The library's keys in Redis, each with its time to live on the run's clock (None: kept for ever)."""
-    expiries = {key.decode(): float(at) for key, at in client.hgetall(_expiry_hash(prefix)).items()}
+    expiries = {key.decode(): float(at) for key, at in client.hgetall(expiry_hash(prefix)).items()}
     rows = []
     # Large batches: a shared server may hold many other keys, and SCAN's default batch of 10 would take
     # a round trip per ten of them.
@@ -245,10 +172,6 @@ def _records_left(client: redis.Redis, prefix: str, now: float) -> pd.DataFrame:
         rows.append((key.removeprefix(prefix), None if at is None else round(at - now, 3),
                      (client.get(key) or b"").decode()))
     return pd.DataFrame(rows, columns=["key (after the run's prefix)", "seconds to live", "value"])
-
-
-def _expiry_hash(prefix: str) -> str:
-    return f"{prefix}:expiries"
 
 
 @dataclass
@@ -347,129 +270,6 @@ class _Run:
         else:
             self.trace.record(actor, "step", label, delivery.count, detail)
             self.broker.ack(delivery)
-
-
-class ChargeFailed(RuntimeError):
-    """The error the decorated function raises where a run asks it to (a provider that timed out, say)."""
-
-
-class _RunClock:
-    """The child's view of the run's clock: the moment the parent last sent, as ``datetime.now()`` answers it."""
-
-    now = 0.0
-
-    @classmethod
-    def datetime_module(cls) -> types.SimpleNamespace:
-        """The ``datetime`` module as the library's modules see it in the child: the same, but ``now()`` is the run's."""
-
-        class RunDateTime(datetime.datetime):
-            @classmethod
-            def now(cls_, tz: datetime.tzinfo | None = None) -> datetime.datetime:  # noqa: N805 - a classmethod
-                return datetime.datetime.fromtimestamp(EPOCH + cls.now, tz)
-
-        return types.SimpleNamespace(**{**vars(datetime), "datetime": RunDateTime})
-
-
-class RunClockRedis:
-    """The real Redis, with each key's time to live counted on the run's clock instead of Redis's own.
-
-    The library gets this as its client (it needs ``get``, ``set`` and ``delete``).
-    A key set with an expiry is stored without one; the moment it should expire is
-    kept in a hash beside it, and the key is forgotten once the run's clock passes it.
-    """
-
-    def __init__(self, client: redis.Redis, prefix: str, now: Callable[[], float]) -> None:
-        self._client, self._expiries, self._now = client, _expiry_hash(prefix), now
-
-    def _forget_if_expired(self, name: str) -> None:
-        at = self._client.hget(self._expiries, name)
-        if at is not None and float(at) <= self._now():
-            self._client.delete(name)
-            self._client.hdel(self._expiries, name)
-
-    def get(self, name: str) -> bytes | None:
-        self._forget_if_expired(name)
-        return self._client.get(name)
-
-    def set(self, name: str, value: Any, ex: float | None = None, px: float | None = None, nx: bool = False) -> Any:
-        self._forget_if_expired(name)
-        stored = self._client.set(name, value, nx=nx)
-        if stored:
-            seconds = ex if ex is not None else (px / 1000 if px is not None else None)
-            if seconds is None:
-                self._client.hdel(self._expiries, name)
-            else:
-                self._client.hset(self._expiries, name, self._now() + float(seconds))
-        return stored
-
-    def delete(self, *names: str) -> Any:
-        self._client.hdel(self._expiries, *names)
-        return self._client.delete(*names)
-
-
-with warnings.catch_warnings():
-    # In 3.37 the recommended name is an alias of a class marked deprecated for v4, and
-    # subclassing it warns about the alias's old name; nothing here uses the old name.
-    warnings.simplefilter("ignore", DeprecationWarning)
-
-    class _GatedRedisLayer(CachePersistenceLayer):
-        """The library's Redis layer, pausing before it claims and before it completes, so the parent can kill there."""
-
-        def __init__(self, gate: Callable[[str], str], client: RunClockRedis) -> None:
-            super().__init__(client=client)
-            self._gate = gate
-
-        def save_inprogress(self, data: dict[str, Any], remaining_time_in_millis: int | None = None) -> None:
-            self._gate("claim")
-            super().save_inprogress(data, remaining_time_in_millis)
-
-        def save_success(self, data: dict[str, Any], result: dict) -> None:
-            self._gate("mark completed")
-            super().save_success(data, result)
-
-
-def consume_delivery(conn: Connection, event: dict[str, Any], settings: PeerSettings, prefix: str, url: str,
-                     now: float) -> None:
-    """The child process: one delivery through the library, reporting before each step and waiting for a go."""
-    _RunClock.now = now
-    run_datetime = _RunClock.datetime_module()
-    for module in (_library_base, _persistence_base, _datarecord, _redis_layer):
-        module.dt = run_datetime  # type: ignore[attr-defined]  # the library's clock is the run's
-
-    def gate(step: str) -> str:
-        conn.send(("before", step, []))
-        action, _RunClock.now = conn.recv()
-        return str(action)
-
-    client = redis.Redis.from_url(url)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-
-        @idempotent_function(data_keyword_argument="event",
-                             persistence_store=_GatedRedisLayer(gate, RunClockRedis(client, prefix, lambda: _RunClock.now)),
-                             config=settings.config(), key_prefix=prefix)
-        def charge(event: dict[str, Any]) -> dict[str, Any]:
-            action = gate("charge")
-            if action == "raise before":
-                raise ChargeFailed("the provider timed out before charging")
-            client.rpush(f"{prefix}:charges", json.dumps(event))  # committed at once: the side effect
-            if action == "raise after":
-                raise ChargeFailed("the provider charged, then the answer timed out")
-            return {"charged": event.get("amount")}
-
-        try:
-            result = charge(event=event)
-            gate("ack")
-            verdict = ("done", f"result {result}")
-        except IdempotencyAlreadyInProgressError as error:
-            verdict = ("refused", f"{type(error).__name__}: {error}")
-        except (IdempotencyValidationError, IdempotencyKeyError) as error:
-            verdict = ("rejected", f"{type(error).__name__}: {error}")
-        except ChargeFailed as error:
-            verdict = (RAISED, f"{type(error).__name__}: {error}")
-        except Exception as error:  # noqa: BLE001 - whatever else the library raises fails the invocation
-            verdict = ("failed", f"{type(error).__name__}: {error}")
-    conn.send((*verdict, [str(w.message) for w in caught]))
 
 
 def powertools_ready() -> bool:
