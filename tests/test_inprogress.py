@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import need_postgres
+from conftest import need, need_postgres
 from idemlib.broker import Broker
 from idemlib.clock import VirtualClock
 from idemlib.explore import RUNNING_EXAMPLE
@@ -12,6 +12,7 @@ from idemlib.faults import Crash, FaultPlan
 from idemlib.long_work.inprogress import (BACKED_OFF, CLAIM_LOST, COMPLETED, ROW_TWICE, STUCK, TAKEN_OVER, WAITED,
                                           InProgressHandler, outcome_of_effects, records_database, run_long)
 from idemlib.long_work.sizing import deadline_situations, inprogress_matrix, lease_choices, outcomes_by_engine
+from idemlib.servers import NATS
 from idemlib.trace import Trace
 
 LEASE = 30.0
@@ -96,6 +97,17 @@ def test_an_extension_moves_the_lease_and_a_lease_that_ran_out_cannot_be_extende
     rival = broker.receive("consumer B")
     assert rival is not None and rival.count == 2
     assert not broker.extend(delivery), "A's lease has moved on to B"
+
+
+def test_an_in_progress_ack_keeps_the_real_jetstream_from_redelivering_to_a_consumer_still_at_work():
+    need(NATS.unavailable())
+    from idemlib.long_work.jetstream_lease import extend_on_jetstream
+
+    table = extend_on_jetstream(ack_wait=1.0, hold=2.2)
+    plain, extended = table.index
+    assert table.loc[plain, "deliveries"] == 2 and table.loc[plain, "redelivered while held"].startswith("yes")
+    assert table.loc[extended, "deliveries"] == 1 and table.loc[extended, "redelivered while held"] == "no"
+    assert (table["left unacked"] == 0).all(), "the last delivery's ack, confirmed, leaves nothing pending"
 
 
 def test_a_deadline_shorter_than_the_work_lets_a_copy_take_over_live_work_and_the_derived_key_charges_once(engine):
