@@ -129,12 +129,12 @@ def test_cells_that_draw_for_themselves_get_the_same_palette_and_layout_from_the
     assert rc["figure.constrained_layout.use"] is True
 
 
-def test_a_blocked_cell_has_its_own_colour_hatching_and_legend_entry():
+def test_a_long_work_outcome_has_its_own_colour_hatching_and_legend_entry():
     matrix = pd.DataFrame({"handler": ["in progress"] * 2, "fault": ["no fault", "crash after commit"],
-                           "total charged": [40, 40], "outcome": ["charged once", "blocked"]})
+                           "total charged": [40, 40], "outcome": ["charged once", "once, after a wait"]})
     ax = plots.plot_crash_matrix(matrix)
-    colour, hatch, _ = plots.BLOCKED_OUTCOME["blocked"]
-    blocked = [p for p in ax.patches if p.get_facecolor() == matplotlib.colors.to_rgba(colour)]
-    assert len(blocked) == 1 and blocked[0].get_hatch() == hatch
-    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "blocked"
+    colour, hatch, _ = plots.LONG_WORK_OUTCOMES["once, after a wait"]
+    waited = [p for p in ax.patches if p.get_facecolor() == matplotlib.colors.to_rgba(colour)]
+    assert len(waited) == 1 and waited[0].get_hatch() == hatch
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "once, after a wait"
     assert any(t.get_text().startswith("crash after\n") for t in ax.texts)

@@ -29,10 +29,13 @@ OUTCOME_COLOURS = {"charge lost": OKABE_ITO["orange"], "charged once": OKABE_ITO
 OUTCOME_HATCHES = {"charge lost": "..", "charged once": "", "charged twice": "xx"}
 """The second cue for an outcome, for readers (and printers) who cannot tell the colours apart."""
 
-BLOCKED_OUTCOME = {"blocked": (OKABE_ITO["sky blue"], "//", "white")}
-"""Lesson 09's fourth outcome (charged once, but only after deliveries were refused as in progress): its
-colour and, as a second cue, its hatching and the hatching's colour (white, as for the other outcomes).
-Kept apart so other lessons' legends stay as they are."""
+LONG_WORK_OUTCOMES = {"once, after a wait": (OKABE_ITO["sky blue"], "//", "white"),
+                      "stuck, dead-lettered": (OKABE_ITO["reddish purple"], "\\\\", "white"),
+                      "local row twice": (OKABE_ITO["yellow"], "++", "black")}
+"""Lesson 09's own outcomes, each with its colour and, as a second cue, its hatching and the hatching's colour:
+charged once but only after deliveries were refused as in progress; dead-lettered while the record still says
+in progress; the card charged once but the local payment row twice. Kept apart so other lessons' legends stay
+as they are."""
 
 LINE_STYLES = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", "-"), ("P", "--")]
 """Marker and dash for the n-th line of a figure, so lines differ by more than colour."""
@@ -120,7 +123,7 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
         for column, cell in cells.iterrows():
             y = len(handlers) - 1 - row
             outcome = cell["outcome"]
-            colour, hatch, lines = BLOCKED_OUTCOME.get(
+            colour, hatch, lines = LONG_WORK_OUTCOMES.get(
                 outcome, (OUTCOME_COLOURS.get(outcome), OUTCOME_HATCHES.get(outcome, ""), "white"))
             ax.add_patch(Rectangle((column, y), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor=lines, linewidth=0))
             label = re.sub(r"^crash (before|after) ", r"crash \1\n", str(cell["fault"]))
@@ -136,7 +139,7 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
     ax.set_title(title, pad=24)  # room for the legend between the title and the cells
     handles = [outcome_patch(outcome) for outcome in OUTCOME_COLOURS]
     handles += [Patch(facecolor=c, hatch=h, edgecolor=lines, label=o)
-                for o, (c, h, lines) in BLOCKED_OUTCOME.items() if o in set(matrix["outcome"])]
+                for o, (c, h, lines) in LONG_WORK_OUTCOMES.items() if o in set(matrix["outcome"])]
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False)
     for spine in ax.spines.values():
         spine.set_visible(False)
