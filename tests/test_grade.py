@@ -1,7 +1,7 @@
 """Grading a class: every kind of hand-in gives exactly the row a teacher needs, and none stops the rest.
 
 Most cases run on a two-exercise lesson made for the test (it calls the real
-checks, so its kernels start fast); one case grades a real student copy of lesson 00
+checks, so its runs start fast); one case grades a real student copy of lesson 00
 end to end, as ``make student`` then ``make grade`` would.
 """
 
@@ -14,49 +14,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from grading_cases import RIGHT, handed_in, swap_answer_and_check, tiny_lesson
 from idemlib.course.grade import Grade, grade_folder
 from idemlib.course.lessons import LESSONS
 from idemlib.course.publish import student_copy
-
-SETUP = "from idemlib.course.exercises import check_running_example, check_overcharge\nfrom idemlib import Message"
-RIGHT = 'message = Message.charge("m-7f3", 1042, 40)'
-
-
-def tiny_lesson() -> nbformat.NotebookNode:
-    """A lesson with two exercises, in the course's form (goals, solution cells, checks)."""
-    def solution(source: str) -> nbformat.NotebookNode:
-        cell = new_code_cell(source)
-        cell.metadata["tags"] = ["solution"]
-        return cell
-
-    return new_notebook(cells=[
-        new_markdown_cell("# 90 · Tiny\n\n**In this lesson you will**\n\n- grade"),
-        new_code_cell(SETUP),
-        new_markdown_cell("**Exercise 1.** The running example."),
-        solution(RIGHT),
-        new_code_cell("check_running_example(message)"),
-        new_markdown_cell("**Exercise 2.** The overcharge."),
-        solution("answer = 0"),
-        new_code_cell("check_overcharge(answer, messages=20)"),
-        new_markdown_cell("## Summary"),
-    ])
-
-
-def handed_in(lesson: nbformat.NotebookNode, answer: str | None = None, *, edit=None) -> nbformat.NotebookNode:
-    """A student copy of ``lesson`` with the first blank filled by ``answer``, then ``edit`` applied to its cells."""
-    notebook = student_copy(lesson, "90_tiny")
-    if answer is not None:
-        notebook.cells[3].source = answer
-    if edit:
-        edit(notebook.cells)
-    return notebook
-
-
-def swap_answer_and_check(cells):
-    cells[3], cells[4] = cells[4], cells[3]
-
-
-CASES: dict[str, tuple[nbformat.NotebookNode | str, list[tuple[str, str]]]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +102,8 @@ def test_the_csv_and_the_page_hold_every_row(graded):
     page = (out / "index.html").read_text()
     assert "✓ right" in page and "! check edited" in page and "not a notebook" in page
     totals = page.split("right per exercise")[1]
-    # Per exercise, right / graded, in column order (lesson 90: overcharge, then running example).
-    assert "<td class='total'>0 / 12</td><td class='total'>3 / 12</td>" in totals
+    # Per exercise, right / graded, in the lesson's order (running example, then overcharge).
+    assert "<td class='total'>3 / 12</td><td class='total'>0 / 12</td>" in totals
     # The header, a row per student (those whose files could not be graded too), and the totals.
     assert page.count("<tr><th>") == 1 + len(EXPECTED) + 1
 
