@@ -55,8 +55,10 @@ TRACKED = frozenset({types.FunctionType, types.BuiltinFunctionType, types.Method
                      property, classmethod, staticmethod, types.MethodDescriptorType, types.WrapperDescriptorType,
                      types.GetSetDescriptorType, types.MemberDescriptorType, types.ClassMethodDescriptorType})
 COURSE = "idemlib"
-# Set by Python itself whenever a cell fails, so not a patch.
-CHANGING = frozenset({("sys", "last_type"), ("sys", "last_value"), ("sys", "last_traceback"), ("builtins", "_")})
+# Set by Python whenever a cell fails, and swapped by IPython while a cell runs: not patches, and
+# nothing the main thread calls.
+CHANGING = frozenset({("sys", "last_type"), ("sys", "last_value"), ("sys", "last_traceback"), ("builtins", "_"),
+                      ("sys", "displayhook"), ("sys", "excepthook"), ("builtins", "exit"), ("builtins", "quit")})
 
 
 def _audit_hook(main: int, strict: list[bool], report: int) -> Any:

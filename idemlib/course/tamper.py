@@ -18,7 +18,10 @@ GUARDED_MODULES = ("idemlib", "builtins", "sys", "IPython")
 INNARDS = frozenset({"__code__", "__globals__", "__closure__", "__class__", "__dict__", "__builtins__",
                      "__subclasses__", "__bases__", "__mro__", "f_back", "f_globals", "f_locals", "tb_frame",
                      "gi_frame", "cr_frame", "cell_contents", "__defaults__", "__kwdefaults__"})
-REACHING = frozenset({"ctypes", "gc", "importlib", "inspect", "_thread"})
+# Modules and attributes that read or write the process's raw memory or its object graph: inside the
+# process that runs the checks, nothing else could stop them, so their mere use counts as tampering.
+RAW_MEMORY = frozenset({"ctypes", "_ctypes", "gc", "_testcapi", "ctypeslib", "as_strided", "_xxsubinterpreters"})
+REACHING = frozenset({"importlib", "inspect", "_thread", "threading", "signal", "sys"})
 RUNNING_TEXT = frozenset({"exec", "eval", "compile", "__import__"})
 
 
@@ -44,7 +47,7 @@ def _spelled(node: ast.expr) -> str:
     return ast.unparse(node)[:60]
 
 
-SERIOUS = ("replaces", "sets", "setattr", "delattr")  # changes, as against reaching or reading
+SERIOUS = ("replaces", "sets", "setattr", "delattr", "uses")  # changes and raw memory, as against reading
 
 
 def findings_in(source: str, guarded: set[str] | None = None) -> list[str]:
@@ -79,8 +82,15 @@ def findings_in(source: str, guarded: set[str] | None = None) -> list[str]:
                     found.append(f"{called}() of code built as it runs")
         if isinstance(node, ast.Attribute) and node.attr in INNARDS and isinstance(node.ctx, ast.Load):
             found.append(f"reads {_spelled(node)}")
+        if isinstance(node, ast.Attribute) and node.attr in RAW_MEMORY:
+            found.append(f"uses {_spelled(node)}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in RAW_MEMORY:
+            found.append(f"uses {node.value!r} by name")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            names = [alias.name for alias in node.names]
+            found += [f"uses {name}" for name in [*modules, *names] if name.split(".")[-1] in RAW_MEMORY
+                      or name.split(".")[0] in RAW_MEMORY]
             found += [f"imports {module}" for module in modules if module.split(".")[0] in REACHING]
     return list(dict.fromkeys(found))
 
