@@ -96,11 +96,13 @@ def _ancestors(paths: list[Path]) -> list[Path]:
     return sorted(found, key=lambda p: len(p.parts))
 
 
-def bubblewrap_command(inner: list[str], limits: Limits, hidden: list[Path]) -> list[str]:
-    """``bwrap`` arguments: system and Python read-only, a tmpfs /tmp, nothing else, no network."""
-    readable = readable_paths()
+def bubblewrap_command(inner: list[str], limits: Limits, hidden: list[Path], *, readable: list[Path] | None = None,
+                       root: bool | None = None) -> list[str]:
+    """``bwrap`` arguments: system and ``readable`` (Python and the course) read-only, a tmpfs /tmp,
+    nothing else, no network. ``root`` (whether we are root, by default as we are) picks the namespaces."""
+    readable = readable_paths() if readable is None else readable
     command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 if root is None else root:
         command.remove("--cap-drop")
         command.remove("ALL")
         # As root, no user namespace: the code drops to an unprivileged user inside (setpriv below),
