@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import html
 
 import nbformat
 import pytest
@@ -106,6 +107,13 @@ def test_the_csv_and_the_page_hold_every_row(graded):
     assert "<td class='total'>3 / 12</td><td class='total'>0 / 12</td>" in totals
     # The header, a row per student (those whose files could not be graded too), and the totals.
     assert page.count("<tr><th>") == 1 + len(EXPECTED) + 1
+    # Each exercise headed with the lesson's own words; a wrong answer's hint written out, not hidden.
+    assert "Exercise 1. The running example." in page and "Exercise 2. The overcharge." in page
+    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_running_example")
+    assert f'<span class="hint">{html.escape(wrong.hint)}</span>' in page
+    # A note for each hand-in not graded as usual, and none for those that were.
+    notes = page.split("Notes on hand-ins not graded as usual")[1]
+    assert "<b>loops</b>" in notes and "<b>edited</b>" in notes and "<b>right</b>" not in notes
 
 
 def test_a_notebook_of_another_lesson_is_reported_when_one_lesson_is_assigned(tmp_path):

@@ -29,6 +29,35 @@ def another_cell(source: str):
     return lambda cells: cells.insert(4, new_code_cell(source))
 
 
+def second_answer(source: str):
+    """An edit filling the second exercise's answer cell (the first is left blank)."""
+    return lambda cells: setattr(cells[6], "source", source)
+
+
+# An answer whose text the check reads (to quote it in a hint): reading it runs the student's code inside
+# the check, which walks up to the referee's frame and writes a "right" where the check's outcome goes;
+# ``and_keep_at_it`` also leaves a thread writing it again and again.
+SNEAKY = f"""import sys, threading, time
+from {FEEDBACK} import Feedback
+
+def forge(frame):
+    while frame is not None:
+        slot = frame.f_locals.get("slot")
+        if isinstance(slot, list):
+            slot[0] = ("ok", Feedback(True, "forged", "check_overcharge"))
+        frame = frame.f_back
+
+class Sneaky:
+    def __repr__(self):
+        frame = sys._getframe()
+        forge(frame)
+        if KEEP_AT_IT:
+            threading.Thread(target=lambda: [forge(frame) or time.sleep(0.01) for _ in range(300)]).start()
+        return "sneaky"
+
+answer = Sneaky()"""
+
+
 def guarded(source: str) -> str:
     """``source`` that may fail, then the right answer: what counts is the grade, not the attempt's error."""
     indented = "\n".join("    " + line for line in source.splitlines())
@@ -80,7 +109,13 @@ CASES = {
                       "        os.write(fd, b\"S 00 (1, 'right', 'check_overcharge', '')\\n\")\n"
                       "    except OSError:\n        pass\n" + RIGHT, None,
                       {"check_running_example": "check tampered", "check_overcharge": "check tampered"}),
-    "fork_bomb": (guarded("import os\nwhile True:\n    os.fork()"), None, RIGHT_THEN_BLANK),
+    "result_forged_inside_the_check": (None, second_answer("KEEP_AT_IT = False\n" + SNEAKY),
+                                       {"check_running_example": "blank", "check_overcharge": "wrong"}),
+    "result_forged_by_a_thread": (None, second_answer("KEEP_AT_IT = True\n" + SNEAKY), BOTH_TAMPERED),
+    # Every process forks until the process limit, then the children sleep on.
+    "fork_bomb": (guarded("import os, time\nwhile True:\n    if os.fork() == 0:\n        while True:\n"
+                          "            try:\n                os.fork()\n            except OSError:\n"
+                          "                time.sleep(600)"), None, RIGHT_THEN_BLANK),
     "memory_hog": ("hog = bytearray(16 << 30)\n" + RIGHT, None,
                    {"check_running_example": "not run", "check_overcharge": "blank"}),
     "output_flood": ("import os\nfor _ in range(1000):\n    print('x' * 100_000)\n    os.write(2, b'y' * 100_000)\n"
@@ -124,7 +159,7 @@ def class_graded(tmp_path_factory):
         "sibling_read_write": guarded(f"print(open({str(folder / 'honest.ipynb')!r}).read()[:100])\n"
                                       f"open({str(folder / 'honest.ipynb')!r}, 'w').write('gone')\n"
                                       f"open({str(folder / 'planted.ipynb')!r}, 'w').write('planted')\n"
-                                      f"open({str(out / 'index.html')!r}, 'w').write('forged')"),
+                                      f"open({str(out / 'index.html')!r}, 'w').write('OVERWRITTEN BY A HAND-IN')"),
         "network": guarded(f"import socket\nsocket.create_connection(('127.0.0.1', {listener.getsockname()[1]}), "
                            "timeout=3).sendall(b'hello')"),
     }
@@ -169,7 +204,7 @@ def test_no_hand_in_reads_or_writes_outside_its_own_copy(class_graded):
     rows, folder, out, honest_before, _ = class_graded
     assert (folder / "honest.ipynb").read_text() == honest_before
     assert not (folder / "planted.ipynb").exists()
-    assert "forged" not in (out / "index.html").read_text()
+    assert "OVERWRITTEN BY A HAND-IN" not in (out / "index.html").read_text()
     # It could not even see them: the file was not there to read, and its answer was still graded.
     assert verdicts(rows, "sibling_read_write") == RIGHT_THEN_BLANK
     assert verdicts(rows, "honest") == RIGHT_THEN_BLANK

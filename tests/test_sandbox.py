@@ -80,8 +80,9 @@ def test_bubblewrap_also_works_for_an_ordinary_user(tmp_path):
 @ROOT_ONLY
 @NEEDS_BWRAP
 def test_a_fork_bomb_stops_at_the_process_limit_and_nothing_outlives_the_run():
-    bomb = ("import os, time\nborn = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(600)\n"
-            "            os._exit(0)\n        born += 1\n    except OSError:\n        break\n"
+    bomb = ("import os, time\nborn = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n"
+            "            time.sleep(600)\n            os._exit(0)\n        born += 1\n"
+            "    except OSError:\n        break\n"
             "os.write(int('{report}'), str(born).encode())\ntime.sleep(600)")
     outcome = sandbox.run(["/usr/bin/python3", "-c", bomb], b"", mode=sandbox.BUBBLEWRAP, slot=6,
                           limits=sandbox.Limits(seconds=15, processes=20))

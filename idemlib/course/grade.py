@@ -266,7 +266,7 @@ def grade_folder(folder: Path, out: Path, *, lessons_folder: Path = LESSONS, exp
             graded[path] = found
             right = sum(row.verdict == "right" for row in found)
             bar.write(f"{path.relative_to(folder)}: {right} of {sum(bool(r.exercise) for r in found)} right"
-                      + "".join(f"; {r.verdict}" for r in found if r.verdict in PROBLEMS or r.verdict == "check tampered"))
+                      + "".join(f"; {r.verdict}" for r in found if r.verdict in (*PROBLEMS, "check tampered")))
             bar.update()
     rows = [row for path in files for row in graded[path]]
     write_csv(rows, out / "grades.csv")

@@ -9,9 +9,9 @@ teacher's cells and the hand-in's answer cells run here; its other cells never d
 
 How the answers are kept away from the verdicts:
 
-- Everything from the first answer on runs in a worker thread; the main thread only
-  hands it steps and reads results, and binds every function it uses before any
-  answer runs, so patching a module, ``builtins`` or ``sys.modules`` changes nothing
+- Every cell and check runs in a thread of its own, started for it and gone before
+  its outcome is read; the main thread only starts them and reads, and binds every
+  function it uses before any answer runs, so patching a module, ``builtins`` or ``sys.modules`` changes nothing
   it calls. Signal handlers can only be set from the main thread, so no answer can
   run code there.
 - An audit hook (Python has no way to remove one) ends the process, reporting what
@@ -32,7 +32,7 @@ How the answers are kept away from the verdicts:
 from __future__ import annotations
 
 import _hashlib
-import _queue
+import _thread
 import ast
 import gc
 import json
@@ -40,6 +40,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import types
 from typing import Any
 
@@ -165,32 +166,36 @@ def changed(found: list[Entry], *, getattr: Any = getattr, type: Any = type, dic
     return labels
 
 
-def _worker(jobs: Any, results: Any, shell: Any) -> None:
-    """Run each job (a cell, or a check's call) and hand back plain strings and the check's return value."""
+def _job(slot: list[Any], done: Any, keep: list[Any], shell: Any, kind: str, source: str, check: Any,
+         name: str) -> None:
+    """Run one job in a thread of its own: a cell, or a check's call. Its outcome goes into ``slot`` last of
+    all (so nothing the job's code wrote there counts), and everything it made is kept alive in ``keep``
+    (so no answer's finalizer runs after it, while the main thread reads)."""
     from matplotlib.pyplot import close as close_figures
 
-    while True:
-        kind, source, check, name = jobs.get()
+    try:
         if kind == "check":
-            try:
-                tree = ast.parse(source, mode="eval")
-                namespace = dict(shell.user_ns)
-                namespace[name] = check  # the lesson's own check, whatever the answers bound to its name
-                results.put(("ok", eval(compile(tree, "<check>", "eval"), namespace)))
-            except BaseException as error:  # noqa: BLE001 - any failure of a check is a row, not a crash
-                results.put(("error", f"{type(error).__name__}: {error}"[:300]))
-            continue
-        try:
+            namespace = dict(shell.user_ns)
+            namespace[name] = check  # the lesson's own check, whatever the answers bound to its name
+            keep.append(namespace)
+            value = eval(compile(ast.parse(source, mode="eval"), "<check>", "eval"), namespace)
+            keep.append(value)
+            slot[0] = ("ok", value)
+        else:
             outcome = shell.run_cell(source, store_history=False, silent=True)
             close_figures("all")  # figures are drawn for a reader; nobody reads them here
             error = outcome.error_before_exec or outcome.error_in_exec
-            results.put(("error", f"{type(error).__name__}: {error}"[:300]) if error else ("ok", ""))
-        except BaseException as error:  # noqa: BLE001
-            results.put(("error", f"{type(error).__name__}: {error}"[:300]))
+            keep.append(outcome)
+            slot[0] = ("error", f"{type(error).__name__}: {error}"[:300]) if error else ("ok", "")
+    except BaseException as error:  # noqa: BLE001 - any failure is a row, not a crash
+        keep.append(error)
+        slot[0] = ("error", f"{type(error).__name__}: {error}"[:300])
+    finally:
+        done.release()
 
 
 def referee(key: bytes, report: int, cell_seconds: float, setup_seconds: float, stop_others: bool) -> Any:
-    """The main thread's side, as closures: hand steps to the worker, inspect after each, sign and send.
+    """The main thread's side, as closures: run each step in a thread, inspect after each, sign and send.
 
     Closures, not a class: a class's methods are looked up at each call, and an answer
     could replace them; these inner functions reach each other, and everything they
@@ -208,19 +213,17 @@ def referee(key: bytes, report: int, cell_seconds: float, setup_seconds: float, 
     config = Config()
     config.HistoryManager.enabled = False  # no history thread, no database file
     shell = Shell.instance(config=config)
-    jobs, results, empty = _queue.SimpleQueue(), _queue.SimpleQueue(), _queue.Empty
-    main, strict = threading.get_ident(), [False]
+    main, strict, keep = threading.get_ident(), [False], []
+    start_thread, new_lock, pause = _thread.start_new_thread, _thread.allocate_lock, time.sleep
     state: dict[str, Any] = {"found": [], "checks": {}, "sequence": 0}
     write, sign, frames, kill, leave, is_collecting, stop_collecting = (
         os.write, _hashlib.hmac_digest, sys._current_frames, os.kill, os._exit, gc.isenabled, gc.disable)
     kind_of, text, count, compare, fields_of = type, repr, len, changed, Feedback.__dict__["__dict__"].__get__
     sigkill, no_process, tampered_exit = signal.SIGKILL, ProcessLookupError, TAMPERED_EXIT
     wait_any, no_hang, no_child = os.waitpid, os.WNOHANG, ChildProcessError
+    job, a_tuple, a_str, a_bool, a_dict, counting = _job, tuple, str, bool, dict, range
     interrupt = _thread_interrupter()
     sys.addaudithook(_audit_hook(main, strict, report))
-    worker = threading.Thread(target=_worker, args=(jobs, results, shell), daemon=True, name="answers")
-    worker.start()
-    interrupt_worker = interrupt(worker.ident)
 
     def send(*record: Any) -> None:
         """One signed line: its number, then the record, so none can be added, dropped or replayed."""
@@ -228,23 +231,29 @@ def referee(key: bytes, report: int, cell_seconds: float, setup_seconds: float, 
         payload = text((state["sequence"], *record)).encode()
         write(report, b"S " + sign(key, payload, "sha256").hex().encode() + b" " + payload + b"\n")
 
-    def run(kind: str, source: str, check: Any = None, name: str = "", seconds: float = cell_seconds) -> tuple[str, Any]:
-        """Hand one job to the worker and wait; a job over time is interrupted, then given up on."""
-        jobs.put((kind, source, check, name))
-        try:
-            return results.get(timeout=seconds)
-        except empty:
-            interrupt_worker()
-        try:
-            results.get(timeout=5)
-            return "timed out", ""
-        except empty:
-            return "stuck", ""
+    def run(kind: str, source: str, check: Any = None, name: str = "",
+            seconds: float = cell_seconds) -> tuple[str, list[Any]]:
+        """Run one job in a thread of its own and wait for that thread to be gone; a job over time is
+        interrupted, then given up on. Returns how it ended and its slot, to be read after :func:`inspect`.
+        A new thread per job: no queue or thread outlives a job for an answer to write into."""
+        slot: list[Any] = [("error", "")]
+        done = new_lock()
+        done.acquire()
+        ident = start_thread(job, (slot, done, keep, shell, kind, source, check, name))
+        ended = "ok" if done.acquire(True, seconds) else ""
+        if not ended:
+            interrupt(ident)()
+            ended = "timed out" if done.acquire(True, 5) else "stuck"
+        for _ in counting(200):  # the thread's last moments, after it said it was done
+            if ident not in frames():
+                break
+            pause(0.01)
+        return ended, slot
 
     def inspect(exercise: str) -> None:
-        """After any code that ran in the worker: report tampering found and stop, else carry on."""
+        """After any code ran in a job's thread: report tampering found and stop, else carry on."""
         found = compare(state["found"])
-        extra = count(frames()) - 2  # the main thread and the worker
+        extra = count(frames()) - 1  # but the main thread
         if extra > 0:
             found.append(f"{extra} thread(s) it started still running")
         if is_collecting():
@@ -272,8 +281,8 @@ def referee(key: bytes, report: int, cell_seconds: float, setup_seconds: float, 
     def verdict(exercise: str, value: Any) -> None:
         """Send the check's verdict, read only from the course's own Feedback and plain fields."""
         fields = fields_of(value) if kind_of(value) is Feedback else None
-        correct, message = (fields.get("correct"), fields.get("message")) if kind_of(fields) is dict else (0, 0)
-        if kind_of(correct) is not bool or kind_of(message) is not str:
+        correct, message = (fields.get("correct"), fields.get("message")) if kind_of(fields) is a_dict else (0, 0)
+        if kind_of(correct) is not a_bool or kind_of(message) is not a_str:
             send("not run", exercise, "the check did not return a verdict")
         elif correct:
             send("right", exercise, message)
@@ -283,7 +292,9 @@ def referee(key: bytes, report: int, cell_seconds: float, setup_seconds: float, 
     def begin_strict(exercises: list[str]) -> None:
         """Before the first answer: take the checks as the lesson imported them, fingerprint, turn strict."""
         run("cell", "raise TimeoutError('a first traceback loads what showing one needs')")
-        state["checks"] = {name: shell.user_ns.get(name) for name in exercises}
+        import idemlib.course.exercises as every_check  # for a check the lesson's cells did not import
+
+        state["checks"] = {name: shell.user_ns.get(name) or getattr(every_check, name, None) for name in exercises}
         state["found"] = fingerprint()
         gc.collect()
         stop_collecting()  # a collection could run an answer's finalizer in the main thread
@@ -295,19 +306,23 @@ def referee(key: bytes, report: int, cell_seconds: float, setup_seconds: float, 
             kind, exercise = step["kind"], step.get("exercise", "")
             if kind == "answer" and not strict[0]:
                 begin_strict([s["exercise"] for s in steps if s["kind"] == "check"])
+            seconds = setup_seconds if kind == "setup" else cell_seconds
             if kind == "check":
-                outcome, value = run("check", step["source"], state["checks"].get(exercise), exercise)
+                ended, slot = run("check", step["source"], state["checks"].get(exercise), exercise)
             else:
-                outcome, value = run("cell", step["source"], seconds=cell_seconds if kind == "answer" else setup_seconds)
+                ended, slot = run("cell", step["source"], seconds=seconds)
+            if ended == "stuck":  # its thread runs on: nothing after it can be trusted, or needs to be
+                send("timed out", exercise, f"the {kind} cell did not stop when interrupted after {seconds:g} s")
+                leave(0)
             if strict[0]:
                 inspect(exercise)
-            problem = value if kind_of(value) is str else ""
-            limit = setup_seconds if kind == "setup" else cell_seconds
-            if outcome == "stuck":
-                send("timed out", exercise, f"the {kind} cell did not stop when interrupted after {limit:g} s")
-                leave(0)
+            # Read only now, with no other thread left: (how it went, the check's value or what went wrong).
+            entry = slot[0]
+            plain = kind_of(entry) is a_tuple and count(entry) == 2 and kind_of(entry[0]) is a_str
+            outcome, value = (entry if plain else ("error", "")) if ended == "ok" else (ended, "")
+            problem = value if kind_of(value) is a_str else ""
             if outcome == "timed out":
-                send("timed out", exercise, f"the {kind} cell ran over {limit:g} s and was interrupted")
+                send("timed out", exercise, f"the {kind} cell ran over {seconds:g} s and was interrupted")
             elif kind == "check":
                 verdict(exercise, value) if outcome == "ok" else send("not run", exercise, problem)
             elif kind == "answer" and outcome == "error":
