@@ -2,8 +2,8 @@
 reports what each check says, on a channel the answers cannot forge.
 
 It runs inside the sandbox (:mod:`idemlib.course.sandbox`) as
-``python -m idemlib.course.referee REPORT_FD CELL_SECONDS SETUP_SECONDS`` and reads its job on
-standard input: a first line with the key that signs its reports, then the steps
+``python -m idemlib.course.referee REPORT_FD CELL_SECONDS SETUP_SECONDS [--stop-others]``
+and reads its job on standard input: a first line with the key that signs its reports, then the steps
 as JSON (each a lesson cell, an answer cell of the hand-in, or a check). Only the
 teacher's cells and the hand-in's answer cells run here; its other cells never do.
 
@@ -11,9 +11,9 @@ How the answers are kept away from the verdicts:
 
 - Every cell and check runs in a thread of its own, started for it and gone before
   its outcome is read; the main thread only starts them and reads, and binds every
-  function it uses before any answer runs, so patching a module, ``builtins`` or ``sys.modules`` changes nothing
-  it calls. Signal handlers can only be set from the main thread, so no answer can
-  run code there.
+  function it uses before any answer runs, so patching a module, ``builtins`` or
+  ``sys.modules`` changes nothing it calls. Signal handlers can only be set from the
+  main thread, and the garbage collector is off, so no answer's code runs there.
 - An audit hook (Python has no way to remove one) ends the process, reporting what
   was tried, when a thread other than the main one reaches for what could touch the
   referee's memory: ctypes, the garbage collector's object lists, other threads'
