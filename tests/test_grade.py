@@ -175,3 +175,33 @@ def test_no_lesson_binds_a_check_name_itself_so_no_honest_copy_is_flagged():
 
     assert {path.stem: rebound_checks(nbformat.read(path, as_version=4)) for path in lesson_paths()} == {
         path.stem: set() for path in lesson_paths()}
+
+
+def test_the_referee_runs_the_lesson_cells_an_answer_needs_and_no_other():
+    from idemlib.course.rerun import steps_for
+
+    lesson = tiny_lesson()
+    lesson.cells[2:2] = [new_code_cell("total = 40"), new_code_cell("plot_something(total)"),
+                         new_code_cell("rows = []"), new_code_cell("rows.append(1)")]
+    student = student_copy(lesson, "90_tiny")
+    next(cell for cell in student.cells if "answer" in cell.metadata.get("tags", [])).source = (
+        'message = Message.charge("m-7f3", 1042, total + len(rows) - 1)')
+    steps = steps_for(lesson, student)
+    assert [(step["kind"], step["source"][:12]) for step in steps] == [
+        ("setup", "from idemlib"), ("setup", "total = 40"), ("setup", "rows = []"), ("setup", "rows.append("),
+        ("answer", "message = Me"), ("check", "check_runnin"), ("answer", "# Your answe"), ("check", "check_overch")]
+
+
+def test_reading_a_hand_in_names_what_changes_the_course_and_notes_what_reaches_past_it():
+    from idemlib.course.tamper import findings_in
+
+    assert findings_in("import idemlib.course.exercises.feedback as fb\nfb.Feedback.verdict = 1") == [
+        "replaces fb.Feedback.verdict"]
+    assert findings_in("from idemlib.course.exercises import lesson_00\nsetattr(lesson_00, 'hint', print)") == [
+        "setattr() on lesson_00"]
+    assert findings_in('exec("import builtins\\nbuiltins.len = max")') == ["replaces builtins.len (in exec())"]
+    assert findings_in("import pandas.errors\npandas.errors.ctypes.memmove(1, 2, 3)") == [
+        "uses pandas.errors.ctypes"]
+    assert findings_in("exec(text)") == ["exec() of code built as it runs"]
+    # An honest answer finds nothing, whatever it imports or computes.
+    assert findings_in("import numpy as np\nanswer = sorted({'a': 1}.items())\nresult = np.mean([1, 2])") == []
