@@ -1,8 +1,9 @@
 """Grading a class: every kind of hand-in gives exactly the row a teacher needs, and none stops the rest.
 
 Most cases run on a two-exercise lesson made for the test (it calls the real
-checks, so its runs start fast); one case grades a real student copy of lesson 00
-end to end, as ``make student`` then ``make grade`` would.
+checks, so its runs start fast); one case grades real student copies of lessons 00, 04
+and 08 end to end, as ``make student`` then ``make grade`` would. The hostile hand-ins are
+in tests/test_grade_hostile.py, the sandbox itself in tests/test_sandbox.py.
 """
 
 from __future__ import annotations
@@ -141,19 +142,25 @@ def test_a_notebook_over_its_time_limit_is_stopped_and_reported(tmp_path):
     assert ("file", "timed out") in [(r.exercise or "file", r.verdict) for r in rows]
 
 
-def test_a_real_student_copy_of_lesson_00_is_graded_end_to_end(tmp_path):
-    lesson = nbformat.read(LESSONS / "00_start_here.ipynb", as_version=4)
-    copy_ = student_copy(lesson, "00_start_here")
-    solved = student_copy(lesson, "00_start_here")
-    for mine, original in zip(solved.cells, lesson.cells):
-        if "answer" in mine.metadata.get("tags", []):
-            mine.source = original.source
+def test_real_student_copies_are_graded_end_to_end_and_an_honest_solution_is_never_tampering(tmp_path):
+    """Lesson 00 blank and solved, as ``make student`` then ``make grade`` would; and the lesson's own
+    solutions of lessons 04 (its check runs the answer again in a fresh process) and 08 (its check
+    runs a server in threads), which the referee must not take for tampering."""
     folder = tmp_path / "in"
     folder.mkdir()
-    nbformat.write(copy_, folder / "erin.ipynb")
-    nbformat.write(solved, folder / "frank.ipynb")
+    for stem, blank_too in (("00_start_here", True), ("04_beyond_your_own_database", False),
+                            ("08_the_idempotency_key_header", False)):
+        lesson = nbformat.read(LESSONS / f"{stem}.ipynb", as_version=4)
+        solved = student_copy(lesson, stem)
+        for mine, original in zip(solved.cells, lesson.cells):
+            if "answer" in mine.metadata.get("tags", []):
+                mine.source = original.source
+        nbformat.write(solved, folder / f"solved_{stem[:2]}.ipynb")
+        if blank_too:
+            nbformat.write(student_copy(lesson, stem), folder / f"blank_{stem[:2]}.ipynb")
     rows = grade_folder(folder, tmp_path / "out", progress=False)
-    assert {(r.student, r.verdict) for r in rows} == {("erin", "blank"), ("frank", "right")}
+    assert {(r.student, r.verdict) for r in rows} == {
+        ("blank_00", "blank"), ("solved_00", "right"), ("solved_04", "right"), ("solved_08", "right")}
 
 
 def test_the_grade_page_opens_in_a_browser_without_errors(graded, browser):
