@@ -97,17 +97,20 @@ def write_html(rows: list[Any], exercises: dict[str, list[Any]], target: Path) -
 
 
 def _notes(rows: list[Any]) -> str:
-    """A list item per hand-in with a problem, a tampering, or an exercise not graded as usual."""
-    by_file: dict[tuple[str, str], list[str]] = {}
+    """A list item per hand-in with a problem, a tampering, or an exercise not graded as usual; the
+    exercises that share a verdict and a note are named together."""
+    by_file: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
     for row in rows:
         if row.exercise and row.verdict not in NOTED and not row.note:
             continue
         what = SHOWN.get(row.verdict, ("", row.verdict))[1]
-        where = f"{row.exercise.removeprefix('check_').replace('_', ' ')}: " if row.exercise else ""
-        by_file.setdefault((row.student, row.file), []).append(
-            f"{html.escape(where)}{html.escape(what)}{' — ' + html.escape(row.note) if row.note else ''}")
+        exercise = row.exercise.removeprefix("check_").replace("_", " ")
+        by_file.setdefault((row.student, row.file), {}).setdefault((what, row.note), []).append(exercise)
     if not by_file:
         return ""
-    items = "".join(f"<li><b>{html.escape(student)}</b> ({html.escape(file)}): {'; '.join(dict.fromkeys(notes))}</li>"
-                    for (student, file), notes in by_file.items())
-    return f"<h2>Notes on hand-ins not graded as usual</h2><ul>{items}</ul>"
+    items = []
+    for (student, file), notes in by_file.items():
+        said = "; ".join(f"{', '.join(e for e in exercises if e) + ': ' if any(exercises) else ''}{what}"
+                         f"{' — ' + note if note else ''}" for (what, note), exercises in notes.items())
+        items.append(f"<li><b>{html.escape(student)}</b> ({html.escape(file)}): {html.escape(said)}</li>")
+    return f"<h2>Notes on hand-ins not graded as usual</h2><ul>{''.join(items)}</ul>"
