@@ -151,13 +151,16 @@ def _owner(path: Path) -> int | None:
 
 def command_for(argv: list[str], *, mode: str, slot: int, limits: Limits, hidden: list[Path],
                 scratch: Path) -> list[str]:
-    """The whole command line for ``argv`` under ``mode``: limits, confinement, user."""
-    environment = ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp", "MPLBACKEND=Agg", "MPLCONFIGDIR=/tmp",
-                   "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8",
-                   f"PYTHONPATH={Path(idemlib.__file__).resolve().parent.parent}", f"TMPDIR={scratch}"]
+    """The whole command line for ``argv`` under ``mode``: limits, confinement, user, and a clean
+    environment whose home and temporary folder are the only writable place (the tmpfs inside
+    bubblewrap, the empty ``scratch`` folder for a dedicated user)."""
+    own = "/tmp" if mode == BUBBLEWRAP else str(scratch)
+    environment = ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={own}", f"TMPDIR={own}", f"MPLCONFIGDIR={own}",
+                   "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8",
+                   f"PYTHONPATH={Path(idemlib.__file__).resolve().parent.parent}"]
     root = os.geteuid() == 0
     if mode == BUBBLEWRAP:
-        inner = (_as_user(FIRST_UID + slot) if root else []) + environment[:-1] + ["TMPDIR=/tmp"] + argv
+        inner = (_as_user(FIRST_UID + slot) if root else []) + environment + argv
         processes = limits.processes if root else _own_processes() + limits.processes
         return _prlimit(limits, processes) + bubblewrap_command(inner, limits, hidden)
     return _prlimit(limits, limits.processes) + _as_user(FIRST_UID + slot) + environment + argv
