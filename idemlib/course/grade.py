@@ -131,8 +131,9 @@ def audit_checks(submission: NotebookNode, expected: list[Exercise]) -> dict[str
 
 
 def rebound_checks(submission: NotebookNode) -> set[str]:
-    """Check names a submission binds itself (a ``def``, an assignment, an import under another name):
-    a check replaced by the student's own, whatever its cell shows. Importing from idemlib.course.exercises is fine."""
+    """Check names a submission binds itself (a ``def``, an assignment, an import under another name, code
+    run by ``exec`` from a string): a check replaced by the student's own, whatever its cell shows.
+    Importing from idemlib.course.exercises is fine."""
     bound: set[str] = set()
     for cell in submission.cells:
         if cell.cell_type != "code":
@@ -242,6 +243,7 @@ def grade_folder(folder: Path, out: Path, *, lessons_folder: Path = LESSONS, exp
     ``index.html`` into ``out``. Rows come in the order of the files, however the runs interleave."""
     from tqdm import tqdm
 
+    sandbox.available_mode()  # no sandbox here: say so now, before grading anything
     lessons = {path.stem: nbformat.read(path, as_version=4) for path in lesson_paths(lessons_folder)}
     files = submissions(folder)
     graded: dict[Path, list[Grade]] = {}
