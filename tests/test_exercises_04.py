@@ -10,6 +10,7 @@ import time
 import uuid
 import zlib
 from hashlib import sha256
+from uuid import NAMESPACE_URL, uuid5
 
 from exercise_bank import Bank, Wrong, bank_tests
 
@@ -86,6 +87,47 @@ def call_initial(message_id, call):
     return f"{message_id}:{call[0]}"  # charge and capture share a c
 
 
+def cut_to_twelve(message_id, call):
+    return f"{message_id[:12]}:{call}"  # enough for m-7f3, not for a 200-character ID
+
+
+PAYMENTS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # a namespace written in the source
+
+
+def namespaced_uuid5(message_id, call):
+    return str(uuid.uuid5(PAYMENTS, f"{message_id}:{call}"))
+
+
+def uuid5_from_a_module_constant(message_id, call):
+    return str(uuid5(NAMESPACE_URL, f"urn:payments:{message_id}:{call}"))
+
+
+STARTED = uuid.uuid4()  # made once at start-up: the same all day, another one after a restart
+
+
+def startup_uuid(message_id, call):
+    return f"{STARTED}:{message_id}:{call}"
+
+
+REMEMBERED = {}
+
+
+def remembered_uuid(message_id, call):
+    return REMEMBERED.setdefault((message_id, call), str(uuid.uuid4()))  # a memory a restart empties
+
+
+def utc_hour(message_id, call):
+    return f"{message_id}:{call}:{datetime.datetime.now(datetime.timezone.utc):%Y%m%d%H}"
+
+
+def utc_date(message_id, call):
+    return f"{message_id}:{call}:{datetime.datetime.now(datetime.timezone.utc).date()}"
+
+
+def node_name(message_id, call):
+    return f"{os.uname().nodename}/{message_id}/{call}"
+
+
 class KeyMaker:
     def __call__(self, message_id, call):
         return f"{message_id}:{call}"
@@ -98,7 +140,7 @@ def one_argument(message_id):
 BANKS = {
     "check_key_function": Bank(
         right=[(joined,), (call_first,), (digest_of_both,), (lambda m, call: f"{m}:{call}",),
-               (crc_of_both,), (with_a_helper,)],
+               (crc_of_both,), (with_a_helper,), (namespaced_uuid5,), (uuid5_from_a_module_constant,)],
         wrong=[
             Wrong((upper,), "besides which message"),
             Wrong((digest_of_the_id,), "besides which message"),
@@ -106,8 +148,14 @@ BANKS = {
             Wrong((with_the_pid,), "fresh process"),
             Wrong((fresh_uuid,), "first attempt"),
             Wrong((the_call_only,), "the same key"),
-            Wrong((with_the_date,), "fresh process"),
-            Wrong((with_the_hour,), "fresh process"),
+            Wrong((with_the_date,), "clock"),
+            Wrong((with_the_hour,), "clock"),
+            Wrong((utc_hour,), "clock"),
+            Wrong((utc_date,), "clock"),
+            Wrong((startup_uuid,), "start-up"),
+            Wrong((remembered_uuid,), "starts empty"),
+            Wrong((node_name,), "host name"),
+            Wrong((cut_to_twelve,), "cut down"),
             Wrong((with_the_host,), "host name"),
             Wrong((short_digest,), "cut down"),
             Wrong((cut_short,), "the same key"),
