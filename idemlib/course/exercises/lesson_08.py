@@ -23,6 +23,8 @@ CLIENT_MOVES = {
 """What a client can do with a refusal, by a short name; the learner answers with the names."""
 
 CHARGE = {"order_id": 1042, "amount": 40}
+FEE = {"order_id": 1042, "amount": 5}  # a second, real payment for the order
+IN_CENTS = {"order_id": 1042, "amount": 4000}  # the first charge rebuilt by code that writes the amount in cents
 
 
 @dataclass(frozen=True)
@@ -39,71 +41,85 @@ class Outcome:
         return self.charged == self.owed and self.answer == HTTPStatus.CREATED
 
 
-def _in_progress(move: str) -> Outcome:
-    """409: the client's first request is still at work when its retry arrives."""
-    api = ChargesApi()
+Request = tuple[dict[str, int], str]  # a body and its Idempotency-Key
+
+
+@dataclass(frozen=True)
+class Situation:
+    """A refusal a client meets: how it is provoked, what is owed, and the request each move then sends.
+
+    ``provoke`` brings a fresh server and client to the refusal and returns what
+    lets a request still at work finish; a move with no request sends nothing.
+    """
+
+    status: int
+    owed: int
+    provoke: Callable[[ChargesApi, Client], Callable[[], None]]
+    requests: dict[str, Request | None]
+
+    def play(self, move: str) -> Outcome:
+        """Provoke the refusal against a fresh server, then make ``move``."""
+        api = ChargesApi()
+        with serve(api) as server:
+            client = Client(server.url)
+            finish = self.provoke(api, client)
+            if move == "same key later":
+                finish()  # later: once the first request with the key has finished
+            request = self.requests[move]
+            answer = None if request is None else client.post_charge(*request)[-1].status
+            finish()
+            return Outcome(api.payments.total_charged(), self.owed, answer)
+
+
+def _first_request_at_work(api: ChargesApi, client: Client) -> Callable[[], None]:
     gate = api.hold_next()  # the first request stays at work until the gate opens: no race with the clock
-    with serve(api) as server:
-        client = Client(server.url)
-        first = threading.Thread(target=client.post_charge, args=(CHARGE, "order-1042-pay-1"))
-        first.start()
-        api.wait_for_key("order-1042-pay-1")
-        assert client.post_charge(CHARGE, key="order-1042-pay-1")[-1].status == HTTPStatus.CONFLICT
-        if move == "same key later":
-            gate.set()
-            first.join()
-        answer = {"same key later": lambda: client.post_charge(CHARGE, key="order-1042-pay-1")[-1].status,
-                  "new key": lambda: client.post_charge(CHARGE, key="order-1042-pay-1b")[-1].status,
-                  "correct it": lambda: client.post_charge(CHARGE, key="order-1042-pay-1")[-1].status,  # nothing to correct
-                  "give up": lambda: None}[move]()
+    first = threading.Thread(target=client.post_charge, args=(CHARGE, "order-1042-pay-1"))
+    first.start()
+    api.wait_for_key("order-1042-pay-1")
+    assert client.post_charge(CHARGE, key="order-1042-pay-1")[-1].status == HTTPStatus.CONFLICT
+
+    def finish() -> None:
         gate.set()
         first.join()
-        return Outcome(api.payments.total_charged(), 40, answer)
+    return finish
 
 
-def _new_payment_under_an_old_key(move: str) -> Outcome:
-    """422: a second, real payment for the order is sent under the key of the first (a key named after the order)."""
-    api = ChargesApi()
-    with serve(api) as server:
-        client = Client(server.url)
-        client.post_charge(CHARGE, key="order-1042")
-        fee = {"order_id": 1042, "amount": 5}
-        assert client.post_charge(fee, key="order-1042")[-1].status == HTTPStatus.UNPROCESSABLE_ENTITY
-        answer = {"same key later": lambda: client.post_charge(fee, key="order-1042")[-1].status,
-                  "new key": lambda: client.post_charge(fee, key="order-1042-fee")[-1].status,
-                  "correct it": lambda: client.post_charge(fee, key="order-1042-fee")[-1].status,
-                  "give up": lambda: None}[move]()
-        return Outcome(api.payments.total_charged(), 45, answer)
+def _second_payment_under_the_first_key(api: ChargesApi, client: Client) -> Callable[[], None]:
+    client.post_charge(CHARGE, key="order-1042")  # a key named after the order
+    assert client.post_charge(FEE, key="order-1042")[-1].status == HTTPStatus.UNPROCESSABLE_ENTITY
+    return lambda: None
 
 
-def _retry_with_a_changed_body(move: str) -> Outcome:
-    """422: the first answer was lost, and the retry was built again by code that writes the amount in cents."""
-    api = ChargesApi()
-    with serve(api) as server:
-        client = Client(server.url)
-        api.drop_next_responses(1)
-        client.post_charge(CHARGE, key="order-1042-pay-1", retries=0)
-        changed = {"order_id": 1042, "amount": 4000}
-        assert client.post_charge(changed, key="order-1042-pay-1")[-1].status == HTTPStatus.UNPROCESSABLE_ENTITY
-        answer = {"same key later": lambda: client.post_charge(changed, key="order-1042-pay-1")[-1].status,
-                  "new key": lambda: client.post_charge(changed, key="order-1042-pay-1b")[-1].status,
-                  "correct it": lambda: client.post_charge(CHARGE, key="order-1042-pay-1")[-1].status,  # the first body
-                  "give up": lambda: None}[move]()
-        return Outcome(api.payments.total_charged(), 40, answer)
+def _retry_built_again_in_cents(api: ChargesApi, client: Client) -> Callable[[], None]:
+    api.drop_next_responses(1)
+    client.post_charge(CHARGE, key="order-1042-pay-1", retries=0)  # charged; the answer is lost
+    assert client.post_charge(IN_CENTS, key="order-1042-pay-1")[-1].status == HTTPStatus.UNPROCESSABLE_ENTITY
+    return lambda: None
 
 
-SITUATIONS: dict[int, dict[str, Callable[[str], Outcome]]] = {
-    HTTPStatus.CONFLICT: {"the first request is still at work": _in_progress},
-    HTTPStatus.UNPROCESSABLE_ENTITY: {"a second payment sent under the first one's key": _new_payment_under_an_old_key,
-                                      "a retry whose body was built again": _retry_with_a_changed_body},
+SITUATIONS: dict[str, Situation] = {
+    "the first request is still at work": Situation(
+        HTTPStatus.CONFLICT, 40, _first_request_at_work,
+        {"same key later": (CHARGE, "order-1042-pay-1"), "new key": (CHARGE, "order-1042-pay-1b"),
+         "correct it": (CHARGE, "order-1042-pay-1"),  # nothing in it was wrong: it goes again as it was
+         "give up": None}),
+    "a second payment sent under the first one's key": Situation(
+        HTTPStatus.UNPROCESSABLE_ENTITY, 45, _second_payment_under_the_first_key,
+        {"same key later": (FEE, "order-1042"), "new key": (FEE, "order-1042-fee"),
+         "correct it": (FEE, "order-1042-fee"), "give up": None}),
+    "a retry whose body was built again": Situation(
+        HTTPStatus.UNPROCESSABLE_ENTITY, 40, _retry_built_again_in_cents,
+        {"same key later": (IN_CENTS, "order-1042-pay-1"), "new key": (IN_CENTS, "order-1042-pay-1b"),
+         "correct it": (CHARGE, "order-1042-pay-1"),  # the body the key was first sent with
+         "give up": None}),
 }
+"""The refusals the check plays each move against, by what happened."""
 
 
 @functools.cache
 def outcome(situation: str, move: str) -> Outcome:
     """What ``move`` leads to in ``situation``, played against a fresh server (the same every time: no clock races)."""
-    play = next(plays[situation] for plays in SITUATIONS.values() if situation in plays)
-    return play(move)
+    return SITUATIONS[situation].play(move)
 
 
 def _status(value: Any) -> int | None:
@@ -143,15 +159,15 @@ def check_client_moves(answer: Any) -> Feedback:
     if not isinstance(answer, dict):
         return hint("Answer with a dict from each status to a move, such as {409: 'give up', 422: 'give up'}.")
     moves = {_status(status): value for status, value in answer.items()}
-    if set(moves) != set(SITUATIONS):
+    if set(moves) != {situation.status for situation in SITUATIONS.values()}:
         return hint(f"Answer with a dict with exactly two keys, the statuses 409 and 422, each mapped to a move; "
                     f"got the keys {list(answer)!r}.")
     named = {status: _move(value) for status, value in moves.items()}
     if None in named.values():
         unknown = [repr(moves[status]) for status, move in named.items() if move is None]
         return hint(f"Name each move as CLIENT_MOVES does ({', '.join(CLIENT_MOVES)}); could not read: {', '.join(unknown)}.")
-    harms = [_why(status, situation, named[status], result) for status, plays in SITUATIONS.items()
-             for situation in plays if not (result := outcome(situation, named[status])).harmless]
+    harms = [_why(situation.status, name, named[situation.status], result) for name, situation in SITUATIONS.items()
+             if not (result := outcome(name, named[situation.status])).harmless]
     if harms:
         return hint(f"Played against a fresh server: {harms[0][0].upper()}{harms[0][1:]}")
     return right("A 409 says the first request is still at work and nothing is wrong with yours: the same request, "
