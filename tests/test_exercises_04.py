@@ -168,3 +168,28 @@ BANKS = {
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def notebook_function(cells, name):
+    """A function as a notebook defines it: cells run one after another in one namespace, kept in ``_ih``."""
+    import linecache
+
+    namespace = {"__name__": "__main__", "_ih": ["", *cells]}
+    for number, cell in enumerate(cells, start=1):
+        filename = f"<notebook cell {number}>"  # IPython registers each cell's text the same way
+        linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+        exec(compile(cell, filename, "exec"), namespace)
+    return namespace[name]
+
+
+NOTEBOOK = ["import uuid", 'NS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")\nSEEN = {}\nPREFIX = "old"',
+            'PREFIX = "pay"\ndef call_key(m, c):\n    return str(uuid.uuid5(NS, f"{PREFIX}:{m}:{c}"))',
+            "def remembered(m, c):\n    return SEEN.setdefault((m, c), str(uuid.uuid4()))\nfor n in range(3):\n    SEEN[n] = n"]
+
+
+def test_in_a_notebook_the_restart_reruns_the_cells_that_define_what_the_key_reads():
+    from idemlib.course.exercises import check_key_function
+
+    assert check_key_function(notebook_function(NOTEBOOK, "call_key"))  # the namespace and the last PREFIX come back
+    refused = check_key_function(notebook_function(NOTEBOOK, "remembered"))  # SEEN comes back empty
+    assert not refused and "starts empty" in refused.message
