@@ -124,6 +124,10 @@ def utc_date(message_id, call):
     return f"{message_id}:{call}:{datetime.datetime.now(datetime.timezone.utc).date()}"
 
 
+def five_minute_bucket(message_id, call):
+    return f"{message_id}:{call}:{int(time.time() // 300)}"  # the same for copies seconds apart, not hours
+
+
 def node_name(message_id, call):
     return f"{os.uname().nodename}/{message_id}/{call}"
 
@@ -152,6 +156,7 @@ BANKS = {
             Wrong((with_the_hour,), "clock"),
             Wrong((utc_hour,), "clock"),
             Wrong((utc_date,), "clock"),
+            Wrong((five_minute_bucket,), "clock"),
             Wrong((startup_uuid,), "start-up"),
             Wrong((remembered_uuid,), "starts empty"),
             Wrong((node_name,), "host name"),
