@@ -69,9 +69,14 @@ def test_the_readme_and_the_map_in_lesson_00_list_every_lesson():
         assert f"({path.name})" in map_text, f"the map in 00_start_here does not link {path.name}"
 
 
-def test_every_fact_has_a_value_a_unit_and_a_source_and_every_quoted_fact_exists():
+REFERENCE_TEXTS = ROOT.parent / "shared" / "seeds"
+
+
+def test_every_fact_has_a_claim_a_source_a_quote_and_the_version_it_holds_for_and_every_quoted_fact_exists():
     facts = load_facts()
-    assert not facts[["value", "unit", "subject", "source"]].isna().any().any()
+    missing = facts[["value", "subject", "source", "quote", "holds_for"]].isna()
+    assert not missing.any().any(), f"facts without a claim, source, quote or version: {list(facts.index[missing.any(axis=1)])}"
+    assert not facts["source"].str.contains(r"\bseed\s*\d", regex=True).any(), "name the reference card or article"
     quoted = set()
     for path in NOTEBOOKS:
         source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
@@ -96,3 +101,17 @@ def test_the_readme_names_every_module_of_the_package():
     modules.add("stores/")
     for module in modules:
         assert f"`{module}`" in readme, f"README.md does not mention idemlib's {module}"
+
+
+def _words(text: str) -> str:
+    return " ".join(text.replace("’", "'").split())
+
+
+@pytest.mark.skipif(not REFERENCE_TEXTS.is_dir(), reason="the course's reference texts are not beside this checkout")
+def test_a_quote_from_the_reference_card_or_article_stands_in_it_word_for_word():
+    texts = _words(" ".join(path.read_text(encoding="utf-8") for path in REFERENCE_TEXTS.glob("*.txt")))
+    facts = load_facts()
+    cited = facts[facts["source"].str.startswith(("reference card", "the reference card", "reference article", "the reference article"))]
+    assert len(cited) >= 10
+    misquoted = [name for name, row in cited.iterrows() if _words(row["quote"]) not in texts]
+    assert misquoted == []
