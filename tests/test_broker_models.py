@@ -195,3 +195,14 @@ def test_pubsub_exactly_once_holds_for_pull_subscriptions_in_one_region_only():
     for subscription, regions in (("streaming", 1), ("pull", 0), ("pull", True)):
         with pytest.raises(ValueError, match="subscription|regions"):
             pubsub_delivery(subscription, regions)
+
+
+def test_the_experiments_that_need_a_real_server_say_so_when_none_runs(monkeypatch):
+    import idemlib.brokers.compare as compare
+
+    monkeypatch.setattr(compare, "_running", lambda server: False)
+    assert "start it with .ci/start-rabbitmq" in compare.dead_letter_strategies(M7F3).iloc[0, 0]
+    assert "start it with .ci/start-nats" in compare.jetstream_double_acks(M7F3).iloc[0, 0]
+    settings = compare.jetstream_settings()
+    assert list(settings["documented default (no server running)"]) == [120.0, 30.0, -1]
+    assert compare.rabbitmq().func is compare.ModelChannel and compare.jetstream() == compare.JETSTREAM_MODEL.open

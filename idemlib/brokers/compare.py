@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 
 from idemlib.brokers.models import MODELS, BrokerModel, ModelChannel
 from idemlib.brokers.sources import SOURCES, ChannelFactory, Consumer, run_broker
-from idemlib.facts import fact, fact_seconds
+from idemlib.facts import fact, fact_number, fact_seconds
 from idemlib.messages import Message
 from idemlib.servers import NATS, RABBITMQ, Server, available
 
@@ -91,6 +91,43 @@ def compare_brokers(message: Message, factories: list[ChannelFactory] | None = N
 
     with ThreadPoolExecutor(max_workers=len(groups)) as pool:
         return [table for tables in pool.map(run_group, groups) for table in tables]
+
+
+def _not_run(server: str, what: str) -> pd.DataFrame:
+    return pd.DataFrame({"not run": [f"{what} needs the real {server}; start it with .ci/start-{server.lower()}"]})
+
+
+def dead_letter_strategies(message: Message) -> pd.DataFrame:
+    """RabbitMQ's two dead-letter strategies with the dead-letter queue missing (:func:`~idemlib.brokers.rabbitmq.dead_letter_hop`)."""
+    if not _running(RABBITMQ):
+        return _not_run("RabbitMQ", "dead-lettering with a missing dead-letter queue")
+    from idemlib.brokers.rabbitmq import STRATEGIES, dead_letter_hop
+
+    return pd.DataFrame([dead_letter_hop(message, strategy=strategy) for strategy in STRATEGIES])
+
+
+def jetstream_settings() -> pd.DataFrame:
+    """JetStream's defaults, read from the running server (else the documented ones), beside this lesson's settings."""
+    from idemlib.brokers.jetstream import ACK_WAIT, DUPLICATE_WINDOW, MAX_DELIVER, server_defaults
+
+    if _running(NATS):
+        defaults, column = server_defaults(), "the server's default"
+    else:
+        defaults = {"duplicate window (s)": fact_seconds("nats_duplicate_window_default"),
+                    "ack wait (s)": fact_seconds("nats_ack_wait_default"), "max deliver": fact_number("nats_max_deliver_default")}
+        column = "documented default (no server running)"
+    ours = {"duplicate window (s)": DUPLICATE_WINDOW, "ack wait (s)": ACK_WAIT, "max deliver": MAX_DELIVER}
+    # object columns, so a count stays 5 and -1 beside the seconds instead of turning into 5.0 and -1.0
+    return pd.DataFrame({column: pd.Series(defaults, dtype=object), "this lesson's setting": pd.Series(ours, dtype=object)})
+
+
+def jetstream_double_acks(message: Message) -> pd.DataFrame:
+    """A lost double ack noticed and sent again, on the real JetStream (:func:`~idemlib.brokers.jetstream.double_acks`)."""
+    if not _running(NATS):
+        return _not_run("NATS", "the double ack")
+    from idemlib.brokers.jetstream import double_acks
+
+    return double_acks(message)
 
 
 def real_brokers() -> pd.DataFrame:

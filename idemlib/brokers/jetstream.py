@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import nats
+import pandas as pd
 from nats.js.api import ConsumerConfig, StreamConfig
 
 from idemlib.brokers.sources import BrokerDelivery
@@ -45,6 +46,8 @@ DUPLICATE_WINDOW = 0.5
 long enough that a resend a moment later is still inside it on a busy machine."""
 ACK_WAIT = 0.2
 """The consumer's ack wait in seconds: its lease on a delivery (NATS's default is 30 seconds)."""
+MAX_DELIVER = 5
+"""How many times the lesson's consumers hand a message out before they stop (JetStream's default: no limit)."""
 MARGIN = 0.1
 """Extra wait past a window or an ack wait, so the server's timers have certainly fired."""
 ACK_ANSWER_WAIT = 2.0
@@ -106,7 +109,7 @@ class JetStreamChannel:
     """What JetStream's "exactly once" claims: Nats-Msg-Id deduplication inside the window, and double acks."""
 
     def __init__(self, *, duplicate_window: float = DUPLICATE_WINDOW, ack_wait: float = ACK_WAIT,
-                 max_deliver: int = 5) -> None:
+                 max_deliver: int = MAX_DELIVER) -> None:
         run_id = f"{os.getpid()}_{next(_runs)}"
         self.stream, self.subject = f"IDEMLIB_L07_{run_id}", f"idemlib.l07.{run_id}"
         self.duplicate_window, self.ack_wait = duplicate_window, ack_wait
@@ -248,3 +251,22 @@ def _answer(msg: Any) -> str:
             return "refused by the client: this delivery was already acked"
         return "ack taken"
     return run(ack())
+
+
+def double_acks(message: Message) -> pd.DataFrame:
+    """One delivery whose first ack is lost and which the consumer then acks again; then the ack wait passes.
+
+    Each row is what the consumer saw: the server's answer to each double ack, and
+    whether anything came back after the ack wait.
+    """
+    with JetStreamChannel() as channel:
+        channel.publish(message, str(message.message_id))
+        delivery = channel.receive()
+        assert delivery is not None, f"JetStream did not deliver {message.label}"
+        for lost in (True, False):
+            channel.ack(delivery, lost=lost)
+        steps = ["acks; the ack is lost on the way", "acks again"]
+        rows = [(step, ack["server's answer"]) for step, ack in zip(steps, channel.acks)]
+        channel.drop(delivery)
+        rows.append(("receive after the ack wait", "nothing" if channel.receive() is None else "a redelivery"))
+    return pd.DataFrame(rows, columns=["the consumer", "what it learned"]).set_index("the consumer")

@@ -296,7 +296,12 @@ def model_named(name: str) -> BrokerModel:
 
 
 def model_table(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:
-    """What each model deduplicates on the way in, for how long, and its lease with the service's own default."""
+    """What each model deduplicates on the way in, for how long, its lease with the service's own default, and its acks.
+
+    "late ack": whether an ack after the lease ran out is taken or refused; "ack answered":
+    whether the consumer learns that an ack arrived (SQS's DeleteMessage, Service Bus's
+    complete, Pub/Sub's ack response, Kafka's offset commit all answer).
+    """
     def window(model: BrokerModel) -> str:
         if model.window is None:
             return "none"
@@ -305,7 +310,8 @@ def model_table(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:
         return fact(model.window_source) if model.window_source else f"{model.window:g} s"
     return pd.DataFrame([{"broker": m.name, "key on the way in": m.key_rule, "window": window(m),
                           "lease": m.lease, "its default": fact(m.lease_default) if m.lease_default else "",
-                          "late ack": m.late_acks} for m in models]).set_index("broker")
+                          "late ack": m.late_acks, "ack answered": "yes" if m.acks_answered else "no"}
+                         for m in models]).set_index("broker")
 
 
 def model_notes(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:

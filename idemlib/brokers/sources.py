@@ -240,9 +240,21 @@ def exactly_once_table(results: list[pd.DataFrame]) -> pd.DataFrame:
     return table
 
 
-def duplicates_reaching(results: list[pd.DataFrame]) -> pd.DataFrame:
-    """Per broker: how many of the eight sources charged twice without the inbox, and with it."""
+def scorecard(results: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per broker: the sources its feature claims and how many of them it removed, what else it removed, what reached.
+
+    A feature is judged on its claims only; the sources it never claimed, and the
+    inbox's work on what reached the consumer, are counted beside them.
+    """
     runs = pd.concat(results, ignore_index=True)
-    runs["without the inbox"] = (runs["charges without inbox"] > 1).astype(int)
-    runs["with the inbox"] = (runs["charges with inbox"] > 1).astype(int)
-    return runs.groupby("broker", sort=False)[["without the inbox", "with the inbox"]].sum()
+    removed = runs["charges without inbox"] == 1
+    reached = runs["charges without inbox"] > 1
+    card = pd.DataFrame({
+        "broker": runs["broker"],
+        "sources its feature claims": runs["claimed"],
+        "of those, removed": runs["claimed"] & removed,
+        "removed though not claimed": ~runs["claimed"] & removed,
+        "reached the consumer": reached,
+        "charged twice with the inbox": runs["charges with inbox"] > 1,
+    })
+    return card.groupby("broker", sort=False).sum()
