@@ -7,7 +7,7 @@ from the same rules the lesson's table and timeline show, never from a stored an
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -43,7 +43,7 @@ def _yes_or_no(value: Any) -> bool | None:
     return None
 
 
-def _chosen(answer: Any, items: dict[str, Any], read: Any) -> set[Any] | None | str:
+def _chosen(answer: Any, items: dict[Any, Any], read: Callable[[Any], Any]) -> set[Any] | None | str:
     """The items an answer picks: a collection of them, or a mapping of every item to True/False.
 
     ``items`` maps each accepted spelling to its item, ``read`` turns one answer element
@@ -138,7 +138,7 @@ def check_interval_sends(answer: Any) -> Feedback:
     if (missing := blank(answer, "a set of the minutes (from SENDS) whose send reaches the consumer")) is not None:
         return missing
     spellings = {float(minute): float(minute) for minute in SENDS}
-    chosen = _chosen(answer, spellings, lambda item: _minutes(item))
+    chosen = _chosen(answer, spellings, _minutes)
     if isinstance(chosen, str):
         return hint(chosen)
     if chosen is None:
