@@ -206,3 +206,19 @@ def test_the_experiments_that_need_a_real_server_say_so_when_none_runs(monkeypat
     settings = compare.jetstream_settings()
     assert list(settings["documented default (no server running)"]) == [120.0, 30.0, -1]
     assert compare.rabbitmq().func is compare.ModelChannel and compare.jetstream() == compare.JETSTREAM_MODEL.open
+
+
+def test_the_grid_outlines_each_claimed_source_and_writes_every_outcome_in_words():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from idemlib.brokers.compare import plot_source_grid
+
+    results = [run_broker(model.open, M7F3) for model in MODELS]
+    ax = plot_source_grid(results)
+    outlines = [p for p in ax.patches if not p.get_fill()]
+    assert len(outlines) == sum(len(model.claims) for model in MODELS)
+    words = [t.get_text() for t in ax.texts]
+    assert len(words) == len(MODELS) * len(SOURCES)
+    assert words.count("caught by\nthe broker") == sum(int((r["charges without inbox"] == 1).sum()) for r in results)
+    assert all(label.endswith("(model)") for label in (t.get_text().replace("\n", " ") for t in ax.get_xticklabels()))

@@ -98,7 +98,10 @@ def _not_run(server: str, what: str) -> pd.DataFrame:
 
 
 def dead_letter_strategies(message: Message) -> pd.DataFrame:
-    """RabbitMQ's two dead-letter strategies with the dead-letter queue missing (:func:`~idemlib.brokers.rabbitmq.dead_letter_hop`)."""
+    """RabbitMQ's two dead-letter strategies while the dead-letter queue is missing.
+
+    See :func:`~idemlib.brokers.rabbitmq.dead_letter_hop`; where no server runs, says so.
+    """
     if not _running(RABBITMQ):
         return _not_run("RabbitMQ", "dead-lettering with a missing dead-letter queue")
     from idemlib.brokers.rabbitmq import STRATEGIES, dead_letter_hop
@@ -114,15 +117,20 @@ def jetstream_settings() -> pd.DataFrame:
         defaults, column = server_defaults(), "the server's default"
     else:
         defaults = {"duplicate window (s)": fact_seconds("nats_duplicate_window_default"),
-                    "ack wait (s)": fact_seconds("nats_ack_wait_default"), "max deliver": fact_number("nats_max_deliver_default")}
+                    "ack wait (s)": fact_seconds("nats_ack_wait_default"),
+                    "max deliver": fact_number("nats_max_deliver_default")}
         column = "documented default (no server running)"
     ours = {"duplicate window (s)": DUPLICATE_WINDOW, "ack wait (s)": ACK_WAIT, "max deliver": MAX_DELIVER}
     # object columns, so a count stays 5 and -1 beside the seconds instead of turning into 5.0 and -1.0
-    return pd.DataFrame({column: pd.Series(defaults, dtype=object), "this lesson's setting": pd.Series(ours, dtype=object)})
+    return pd.DataFrame({column: pd.Series(defaults, dtype=object),
+                         "this lesson's setting": pd.Series(ours, dtype=object)})
 
 
 def jetstream_double_acks(message: Message) -> pd.DataFrame:
-    """A lost double ack noticed and sent again, on the real JetStream (:func:`~idemlib.brokers.jetstream.double_acks`)."""
+    """A lost double ack noticed and sent again, on the real JetStream; where no server runs, says so.
+
+    See :func:`~idemlib.brokers.jetstream.double_acks`.
+    """
     if not _running(NATS):
         return _not_run("NATS", "the double ack")
     from idemlib.brokers.jetstream import double_acks
@@ -175,13 +183,13 @@ def plot_source_grid(results: list[pd.DataFrame], ax: Axes | None = None) -> Axe
     runs = pd.concat(results, ignore_index=True)
     brokers = list(dict.fromkeys(runs["broker"]))
     ax = ax if ax is not None else plt.subplots(figsize=(1.55 * len(brokers) + 2.6, 0.62 * len(SOURCES) + 1.9))[1]
-    styles = {"caught by the broker": (OKABE_ITO["blue"], "//"),
-              "reaches the consumer; the inbox keeps one charge": (OKABE_ITO["vermillion"], "xx")}
+    caught_here, reaches = "caught by the broker", "reaches the consumer; the inbox keeps one charge"
+    styles = {caught_here: (OKABE_ITO["blue"], "//"), reaches: (OKABE_ITO["vermillion"], "xx")}
     for _, run in runs.iterrows():
         x, y = brokers.index(run["broker"]), len(SOURCES) - 1 - SOURCES.index(run["source"])
         reached = run["charges without inbox"] > 1
         caught = run["charges with inbox"] == 1
-        colour, hatch = styles["reaches the consumer; the inbox keeps one charge" if reached else "caught by the broker"]
+        colour, hatch = styles[reaches if reached else caught_here]
         ax.add_patch(Rectangle((x + 0.03, y + 0.05), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor="white",
                                linewidth=0, alpha=0.85))
         if run["claimed"]:

@@ -137,7 +137,7 @@ def late_ack_while_redelivered(open_channel: ChannelFactory, message: Message) -
 
 
 def deadline_then_ack(model: BrokerModel, message: Message) -> pd.DataFrame:
-    """What a modelled broker does while a delivery's deadline runs, after it expires, to a stale ack, and after an ack."""
+    """What a modelled broker does while a delivery's deadline runs, after it expires, to a stale ack, after an ack."""
     channel = model.open()
     channel.publish(message, str(message.message_id))
     first = channel.receive()

@@ -224,6 +224,7 @@ def pubsub_delivery(subscription: str = "pull", regions: int = 1) -> str:
     return "exactly-once delivery: no redelivery after a successful ack, none while the ack deadline runs"
 
 
+_IDEMPOTENCE_SINCE = load_facts().loc["kafka_idempotence_default_since", "value"]
 ON_THE_WAY_IN = ("client library's own retry", "application resend inside the window")
 """What an ID window on the way in claims to remove: the same ID sent again before the window closes."""
 
@@ -267,7 +268,7 @@ KAFKA_IDEMPOTENT = BrokerModel(
     limits="the client library's own retries only: the broker discards a resend by producer ID and sequence "
            "number; an application that sends again gets a new sequence number; a consumer that crashes after "
            "processing but before committing its offset reads the record again",
-    assumptions=(f"enable.idempotence on (the default since Kafka {load_facts().loc['kafka_idempotence_default_since', 'value']})",
+    assumptions=(f"enable.idempotence on (the default since Kafka {_IDEMPOTENCE_SINCE})",
                  "a restarted producer, or an application that sends again, gets a new sequence number",
                  "a consumer that stops polling for too long loses its partition; the next owner reads from the "
                  "last committed offset (this plays the lease)",
