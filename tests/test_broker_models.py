@@ -90,27 +90,69 @@ def test_a_model_refuses_a_nonsense_configuration():
         replace(SQS_FIFO, window=0)
     with pytest.raises(KeyError, match="SQS FIFO"):
         model_named("MSMQ")
+    with pytest.raises(ValueError, match="no duplicate sources"):
+        replace(SQS_FIFO, claims=("wishful thinking",))
+    with pytest.raises(ValueError, match="late_acks"):
+        replace(SQS_FIFO, late_acks="sometimes")
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
 def test_every_model_redelivers_after_a_crash_and_after_a_lease_runs_out(model):
     runs = run_broker(model.open, M7F3).set_index("source")
     for source in ("consumer crash after commit, before ack", "lease expires while the handler works",
-                   "dead-letter replay", "producer retry after the window", "relay republish with a new ID"):
+                   "dead-letter replay", "application resend after the window", "relay republish with a new ID"):
         assert runs.loc[source, "charges without inbox"] == 2, (model.name, source)
     assert (runs["charges with inbox"] == 1).all()
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_every_source_a_feature_claims_is_removed(model):
+    runs = run_broker(model.open, M7F3).set_index("source")
+    assert set(runs.index[runs["claimed"]]) == set(model.claims)
+    assert (runs.loc[list(model.claims), "charges without inbox"] == 1).all()
 
 
 def test_the_table_of_the_five_models():
     consumer = Consumer()
     table = exactly_once_table([run_broker(model.open, M7F3, consumer) for model in MODELS])
-    inside = table.loc["producer retry inside the window"]
-    assert inside["Pub/Sub exactly-once"] == "reached"
-    assert (inside.drop(["Pub/Sub exactly-once", "with the inbox (any broker)"]) == "removed").all()
-    assert (table.drop("producer retry inside the window").drop(columns="with the inbox (any broker)")
-            == "reached").all().all()
-    assert (table["with the inbox (any broker)"] == "caught (1 charge)").all()
     assert list(table.index) == list(SOURCES)
+    assert list(table.loc["client library's own retry"]) == [
+        "removed", "removed", "reached", "removed", "removed", "caught (1 charge)"]
+    # an application's second send is a new sequence number to Kafka, the same ID to the windows
+    assert list(table.loc["application resend inside the window"]) == [
+        "removed", "removed", "reached", "reached", "reached", "caught (1 charge)"]
+    # every model's broker answers acks, so a consumer whose ack was lost acks again
+    assert (table.loc["ack lost on the way"].iloc[:-1] == "removed").all()
+    later = ["application resend after the window", "relay republish with a new ID",
+             "consumer crash after commit, before ack", "lease expires while the handler works", "dead-letter replay"]
+    assert (table.loc[later].drop(columns="with the inbox (any broker)") == "reached").all().all()
+    assert (table["with the inbox (any broker)"] == "caught (1 charge)").all()
+
+
+def test_a_lost_ack_reaches_the_consumer_where_acks_are_not_answered():
+    from idemlib.brokers.compare import RABBITMQ_MODEL
+
+    runs = run_broker(RABBITMQ_MODEL.open, M7F3).set_index("source")
+    assert runs.loc["ack lost on the way", "charges without inbox"] == 2
+    assert runs.loc["ack lost on the way", "charges with inbox"] == 1
+
+
+def test_pubsub_refuses_an_expired_ack_id_and_redelivers_nothing_after_a_successful_ack():
+    from idemlib.brokers.demos import deadline_then_ack
+
+    seen = deadline_then_ack(PUBSUB, M7F3)["what happened"]
+    assert list(seen) == ["delivery 1", "nothing", "delivery 2", "ack failed", "ack succeeded", "nothing"]
+    taking = deadline_then_ack(replace(PUBSUB, late_acks="taken"), M7F3)["what happened"]
+    assert taking.iloc[3] == "ack succeeded"  # the setting alone makes the difference
+
+
+def test_a_late_ack_from_a_superseded_delivery_is_refused_by_pubsub_and_the_message_comes_back():
+    from idemlib.brokers.demos import late_ack_while_redelivered
+
+    seen = late_ack_while_redelivered(PUBSUB.open, M7F3)
+    assert (seen["A's late ack"], seen["after B dies"], seen["charges with the inbox"]) == ("refused", "delivery 3", 1)
+    taken = late_ack_while_redelivered(replace(PUBSUB, late_acks="taken").open, M7F3)
+    assert (taken["A's late ack"], taken["after B dies"]) == ("taken", "nothing")  # as JetStream does
 
 
 @pytest.mark.parametrize(("output", "copies"), [("Kafka topic", 1), ("database", 2), ("database with offset", 1)])
@@ -153,3 +195,30 @@ def test_pubsub_exactly_once_holds_for_pull_subscriptions_in_one_region_only():
     for subscription, regions in (("streaming", 1), ("pull", 0), ("pull", True)):
         with pytest.raises(ValueError, match="subscription|regions"):
             pubsub_delivery(subscription, regions)
+
+
+def test_the_experiments_that_need_a_real_server_say_so_when_none_runs(monkeypatch):
+    import idemlib.brokers.compare as compare
+
+    monkeypatch.setattr(compare, "_running", lambda server: False)
+    assert "start it with .ci/start-rabbitmq" in compare.dead_letter_strategies(M7F3).iloc[0, 0]
+    assert "start it with .ci/start-nats" in compare.jetstream_double_acks(M7F3).iloc[0, 0]
+    settings = compare.jetstream_settings()
+    assert list(settings["documented default (no server running)"]) == [120.0, 30.0, -1]
+    assert compare.rabbitmq().func is compare.ModelChannel and compare.jetstream() == compare.JETSTREAM_MODEL.open
+
+
+def test_the_grid_outlines_each_claimed_source_and_writes_every_outcome_in_words():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from idemlib.brokers.compare import plot_source_grid
+
+    results = [run_broker(model.open, M7F3) for model in MODELS]
+    ax = plot_source_grid(results)
+    outlines = [p for p in ax.patches if not p.get_fill()]
+    assert len(outlines) == sum(len(model.claims) for model in MODELS)
+    words = [t.get_text() for t in ax.texts]
+    assert len(words) == len(MODELS) * len(SOURCES)
+    assert words.count("caught by\nthe broker") == sum(int((r["charges without inbox"] == 1).sum()) for r in results)
+    assert all(label.endswith("(model)") for label in (t.get_text().replace("\n", " ") for t in ax.get_xticklabels()))

@@ -203,3 +203,79 @@ def test_rabbitmq_queues_are_deleted_even_after_an_error_closed_the_channel():
     with pytest.raises(pika.exceptions.ChannelClosedByBroker, match="NOT_FOUND"):
         connection.channel().queue_declare(name, passive=True)
     connection.close()
+
+
+@pytest.mark.parametrize(("strategy", "room_taken"), [("at-most-once", 3), ("at-least-once", 2)])
+def test_a_dead_letter_its_queue_cannot_take_is_dropped_at_most_once_and_kept_at_least_once(strategy, room_taken):
+    need_server(RABBITMQ)
+    from idemlib.brokers.rabbitmq import dead_letter_hop
+
+    seen = dead_letter_hop(M7F3, strategy=strategy, room=2)
+    assert seen["in the dead-letter queue once it exists"] == 0  # at-least-once retries only every 3 minutes
+    # the queue refuses a publish once over its length; the dead letter it keeps for the retry counts against it
+    assert seen["new publishes the source queue took (x-max-length 2)"] == room_taken
+
+
+def test_the_adapter_declares_at_least_once_dead_lettering():
+    need_server(RABBITMQ)
+    import pika.exceptions
+
+    from idemlib.brokers.rabbitmq import RabbitChannel, _connect, _quorum_queue
+
+    with RabbitChannel(delivery_limit=2) as channel:
+        connection = _connect()
+        default = _quorum_queue(channel.dead_letter_queue, "at-most-once", **{"x-delivery-limit": 2})
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker, match="x-dead-letter-strategy"):
+            connection.channel().queue_declare(channel.queue, durable=True, arguments=default)
+        connection.close()
+
+
+def test_a_lost_ack_on_rabbitmq_looks_done_to_the_consumer_and_the_message_comes_back(rabbit):
+    rabbit.publish(M7F3, "m-7f3")
+    first = rabbit.receive()
+    assert rabbit.ack(first, lost=True)  # AMQP 0-9-1 never answers an ack: nothing tells the consumer
+    again = rabbit.receive()
+    assert (again.redelivered, again.count) == (True, 2)
+
+
+def test_jetstream_reports_what_the_server_answered_to_each_ack(stream):
+    from idemlib.brokers.jetstream import run
+
+    stream.publish(M7F3, "m-7f3")
+    first = stream.receive()
+    assert not stream.ack(first, lost=True)  # no answer: the consumer knows its ack did not land...
+    assert stream.ack(first)  # ...acks again, and the server answers
+    assert not stream.ack(first)  # the client will not ack one delivery twice
+    stream.drop(first)
+    assert stream.receive() is None  # the answered ack holds: no redelivery
+    assert [a["server's answer"] for a in stream.acks] == [
+        "no answer: the ack was lost", "ack taken", "refused by the client: this delivery was already acked"]
+    stream.publish(M7F3, "m-7f3:second")
+    held = stream.receive()
+    run(stream._js.delete_consumer(stream.stream, "payments"))
+    assert not stream.ack(held)
+    assert stream.acks[-1]["server's answer"] == "no responders: the consumer is gone"
+
+
+def test_jetstream_takes_a_late_ack_while_another_consumer_holds_the_message_and_rabbitmq_refuses_it():
+    need_server(RABBITMQ)
+    need_server(NATS)
+    from idemlib.brokers.demos import late_ack_while_redelivered
+    from idemlib.brokers.jetstream import JetStreamChannel
+    from idemlib.brokers.rabbitmq import RabbitChannel
+
+    nats_seen = late_ack_while_redelivered(JetStreamChannel, M7F3)
+    assert (nats_seen["A's late ack"], nats_seen["B's delivery"], nats_seen["after B dies"]) == ("taken", 2, "nothing")
+    rabbit_seen = late_ack_while_redelivered(RabbitChannel, M7F3)
+    assert (rabbit_seen["A's late ack"], rabbit_seen["after B dies"]) == ("refused", "delivery 3")
+    assert nats_seen["charges with the inbox"] == rabbit_seen["charges with the inbox"] == 1
+
+
+def test_jetstream_fills_in_the_documented_defaults():
+    need_server(NATS)
+    from idemlib.brokers.jetstream import server_defaults
+    from idemlib.facts import fact_number, fact_seconds
+
+    assert server_defaults() == {"duplicate window (s)": fact_seconds("nats_duplicate_window_default"),
+                                 "ack wait (s)": fact_seconds("nats_ack_wait_default"),
+                                 "max deliver": fact_number("nats_max_deliver_default")}

@@ -1,4 +1,4 @@
-"""Lesson 07: brokers that call themselves exactly-once, tried against the six ways a duplicate arrives.
+"""Lesson 07: brokers that call themselves exactly-once, tried against the eight ways a duplicate arrives.
 
 ``sources`` plays each duplicate source on any broker; ``models`` holds the brokers
 that cannot run here (SQS FIFO, Azure Service Bus, Pub/Sub, Kafka) as configurations
@@ -12,13 +12,13 @@ from idemlib.brokers.sources import (
     BrokerDelivery,
     Channel,
     Consumer,
-    duplicates_reaching,
     exactly_once_table,
     run_broker,
     run_source,
+    scorecard,
 )
 
 __all__ = [
     "MODELS", "SOURCES", "SQS_FIFO_CONTENT", "BrokerDelivery", "BrokerModel", "Channel", "Consumer", "ModelChannel",
-    "duplicates_reaching", "exactly_once_table", "model_named", "run_broker", "run_source",
+    "exactly_once_table", "model_named", "run_broker", "run_source", "scorecard",
 ]

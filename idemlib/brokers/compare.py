@@ -16,8 +16,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from idemlib.brokers.models import MODELS, BrokerModel, ModelChannel
-from idemlib.brokers.sources import ChannelFactory, Consumer, run_broker
-from idemlib.facts import fact, fact_seconds
+from idemlib.brokers.sources import SOURCES, ChannelFactory, Consumer, run_broker
+from idemlib.facts import fact, fact_number, fact_seconds
 from idemlib.messages import Message
 from idemlib.servers import NATS, RABBITMQ, Server, available
 
@@ -26,13 +26,15 @@ RABBITMQ_MODEL = BrokerModel(
     limits="no deduplication on the way in; a delivery that is not acked before the connection closes, or "
            "before the consumer timeout, is requeued with the redelivered flag",
     assumptions=("stands in for the real server when none is running",),
+    lease_default="rabbitmq_consumer_timeout_default", acks_answered=False, late_acks="refused",
 )
 JETSTREAM_MODEL = BrokerModel(
     "NATS JetStream (model)", "deduplication ID", fact_seconds("nats_duplicate_window_default"), "ack wait",
     limits=f"Nats-Msg-Id deduplication inside the duplicate window ({fact('nats_duplicate_window_default')} by "
            "default); a message not acked within the ack wait is redelivered",
     assumptions=("stands in for the real server when none is running",),
-    window_source="nats_duplicate_window_default",
+    window_source="nats_duplicate_window_default", lease_default="nats_ack_wait_default",
+    claims=("client library's own retry", "application resend inside the window", "ack lost on the way"),
 )
 
 
@@ -72,7 +74,7 @@ def which(factory: ChannelFactory) -> str:
 
 
 def compare_brokers(message: Message, factories: list[ChannelFactory] | None = None) -> list[pd.DataFrame]:
-    """Run the six duplicate sources on every broker (real two, or their models, then the five models).
+    """Run the eight duplicate sources on every broker (real two, or their models, then the five models).
 
     The real brokers spend most of their time waiting out windows and leases, so each
     runs in its own thread, with its own consumer and databases, while the models run
@@ -91,25 +93,124 @@ def compare_brokers(message: Message, factories: list[ChannelFactory] | None = N
         return [table for tables in pool.map(run_group, groups) for table in tables]
 
 
-def plot_duplicates_reaching(counts: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Bars per broker: how many of the six duplicate sources charged twice, without the inbox and with it.
+def _not_run(server: str, what: str) -> pd.DataFrame:
+    return pd.DataFrame({"not run": [f"{what} needs the real {server}; start it with .ci/start-{server.lower()}"]})
 
-    ``counts`` is :func:`~idemlib.brokers.sources.duplicates_reaching`'s table. The
-    two series differ in colour, hatching and the number written on each bar.
+
+def dead_letter_strategies(message: Message) -> pd.DataFrame:
+    """RabbitMQ's two dead-letter strategies while the dead-letter queue is missing.
+
+    See :func:`~idemlib.brokers.rabbitmq.dead_letter_hop`; where no server runs, says so.
+    """
+    if not _running(RABBITMQ):
+        return _not_run("RabbitMQ", "dead-lettering with a missing dead-letter queue")
+    from idemlib.brokers.rabbitmq import STRATEGIES, dead_letter_hop
+
+    return pd.DataFrame([dead_letter_hop(message, strategy=strategy) for strategy in STRATEGIES])
+
+
+def jetstream_settings() -> pd.DataFrame:
+    """JetStream's defaults, read from the running server (else the documented ones), beside this lesson's settings."""
+    from idemlib.brokers.jetstream import ACK_WAIT, DUPLICATE_WINDOW, MAX_DELIVER, server_defaults
+
+    if _running(NATS):
+        defaults, column = server_defaults(), "the server's default"
+    else:
+        defaults = {"duplicate window (s)": fact_seconds("nats_duplicate_window_default"),
+                    "ack wait (s)": fact_seconds("nats_ack_wait_default"),
+                    "max deliver": fact_number("nats_max_deliver_default")}
+        column = "documented default (no server running)"
+    ours = {"duplicate window (s)": DUPLICATE_WINDOW, "ack wait (s)": ACK_WAIT, "max deliver": MAX_DELIVER}
+    # object columns, so a count stays 5 and -1 beside the seconds instead of turning into 5.0 and -1.0
+    return pd.DataFrame({column: pd.Series(defaults, dtype=object),
+                         "this lesson's setting": pd.Series(ours, dtype=object)})
+
+
+def jetstream_double_acks(message: Message) -> pd.DataFrame:
+    """A lost double ack noticed and sent again, on the real JetStream; where no server runs, says so.
+
+    See :func:`~idemlib.brokers.jetstream.double_acks`.
+    """
+    if not _running(NATS):
+        return _not_run("NATS", "the double ack")
+    from idemlib.brokers.jetstream import double_acks
+
+    return double_acks(message)
+
+
+def real_brokers() -> pd.DataFrame:
+    """What lesson 07 reads from each real server, and what its adapter adds because the server has none.
+
+    Every cell says whose it is: the server's own, or the adapter's stand-in. The
+    defaults are the documented ones (``data/facts.csv``); section 3 reads JetStream's
+    from the running server.
+    """
+    from idemlib.brokers.jetstream import ACK_WAIT
+
+    rows = {
+        "redelivered flag": ("the server's (AMQP redelivered)",
+                             "the adapter's: true when num_delivered > 1 (JetStream sends no flag)"),
+        "delivery count": ("the server's (x-delivery-count header, 0 on the first delivery)",
+                           "the server's (num_delivered in the ack metadata)"),
+        "delivery limit by default": (f"none before 4.0; {fact('rabbitmq_qq_default_delivery_limit')} since 4.0",
+                                      "unlimited (MaxDeliver -1)"),
+        "dead-letter queue": ("the server's: a queue behind a dead-letter exchange, at most once by default",
+                              "the adapter's: terminated messages read back from the stream (JetStream keeps "
+                              "them there and only publishes an advisory)"),
+        "lease, by default": (f"consumer timeout, {fact('rabbitmq_consumer_timeout_default')}",
+                              f"ack wait, {fact('nats_ack_wait_default')}"),
+        "lease on this machine": ("1 s, checked every 0.25 s (.ci/start-rabbitmq)",
+                                  f"{ACK_WAIT:g} s (set by the adapter)"),
+        "an ack is answered": ("never (AMQP 0-9-1)", "yes: every ack is a double ack (ack_sync)"),
+        "deduplication on the way in": ("none", f"Nats-Msg-Id inside the duplicate window "
+                                                f"({fact('nats_duplicate_window_default')} by default)"),
+    }
+    return pd.DataFrame(rows, index=["RabbitMQ", "NATS JetStream"]).T
+
+
+def plot_source_grid(results: list[pd.DataFrame], ax: Axes | None = None) -> Axes:
+    """One cell per (duplicate source, broker): caught by the broker, or reaching the consumer and caught by the inbox.
+
+    Colour, hatching and the words in each cell carry the outcome; a thick outline marks
+    the sources the broker's own feature claims to remove, so no feature is judged on the
+    rest. Column labels say whether the broker ran on a real server or as a model.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
 
-    ax = ax if ax is not None else plt.subplots(figsize=(9, 4.2))[1]
-    positions = range(len(counts))
-    styles = {"without the inbox": ("#d55e00", "//"), "with the inbox": ("#0072b2", "")}
-    for offset, (column, (colour, hatch)) in zip((-0.2, 0.2), styles.items()):
-        bars = ax.bar([p + offset for p in positions], counts[column], width=0.4, color=colour, hatch=hatch,
-                      edgecolor="white", label=f"{column}: sources that charged twice")
-        ax.bar_label(bars, labels=[str(int(v)) for v in counts[column]], padding=2)
-    ax.set_xticks(list(positions), [textwrap.fill(name, 13) for name in counts.index], fontsize=8)
-    ax.set_ylim(0, 6.8)
-    ax.set_ylabel("duplicate sources (of 6) that charged twice")
-    ax.set_title("Every broker lets duplicates through to the consumer; the inbox stops all of them")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
-    ax.grid(axis="y", alpha=0.3)
+    from idemlib.pictures.plots import OKABE_ITO
+
+    runs = pd.concat(results, ignore_index=True)
+    brokers = list(dict.fromkeys(runs["broker"]))
+    ax = ax if ax is not None else plt.subplots(figsize=(1.55 * len(brokers) + 2.6, 0.62 * len(SOURCES) + 1.9))[1]
+    caught_here, reaches = "caught by the broker", "reaches the consumer; the inbox keeps one charge"
+    styles = {caught_here: (OKABE_ITO["blue"], "//"), reaches: (OKABE_ITO["vermillion"], "xx")}
+    for _, run in runs.iterrows():
+        x, y = brokers.index(run["broker"]), len(SOURCES) - 1 - SOURCES.index(run["source"])
+        reached = run["charges without inbox"] > 1
+        caught = run["charges with inbox"] == 1
+        colour, hatch = styles[reaches if reached else caught_here]
+        ax.add_patch(Rectangle((x + 0.03, y + 0.05), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor="white",
+                               linewidth=0, alpha=0.85))
+        if run["claimed"]:
+            ax.add_patch(Rectangle((x + 0.03, y + 0.05), 0.94, 0.9, fill=False, edgecolor="black", linewidth=2.2))
+        words = ("reaches\n" + ("inbox: 1 charge" if caught else f"inbox: {run['charges with inbox']} charges")
+                 if reached else "caught by\nthe broker")
+        ax.text(x + 0.5, y + 0.5, words, ha="center", va="center", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.85, "linewidth": 0})
+    ax.set_xlim(0, len(brokers))
+    ax.set_ylim(0, len(SOURCES))
+    labels = [name.replace(" (real)", "\n(real server)") if "(real)" in name else f"{name}\n(model)"
+              for name in brokers]
+    ax.set_xticks([i + 0.5 for i in range(len(brokers))], [textwrap.fill(label, 14) for label in labels], fontsize=7.5)
+    ax.xaxis.tick_top()
+    ax.set_yticks([len(SOURCES) - 1 - i + 0.5 for i in range(len(SOURCES))], list(SOURCES), fontsize=8)
+    ax.set_title("Where each broker's deduplication stops, and the inbox behind it", pad=14)
+    handles = [Patch(facecolor=c, hatch=h, edgecolor="white", label=label) for label, (c, h) in styles.items()]
+    handles.append(Patch(facecolor="white", edgecolor="black", linewidth=2.2,
+                         label="a source the broker's feature claims to remove"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=8, frameon=False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.tick_params(length=0)
     return ax

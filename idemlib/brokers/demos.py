@@ -109,24 +109,55 @@ def lease_expiry(open_channel: ChannelFactory, message: Message) -> dict[str, ob
         return result
 
 
+def late_ack_while_redelivered(open_channel: ChannelFactory, message: Message) -> dict[str, object]:
+    """A late ack from a consumer whose lease ran out, sent while a second consumer holds the redelivery.
+
+    Consumer A commits the charge but outlives its lease; B receives the redelivery and
+    starts work; A's ack arrives; then B dies before it commits or acks. Does the broker
+    take A's ack for the message, and does anything bring the message back after B?
+    """
+    consumer = fresh_consumer()
+    with open_channel() as channel:
+        channel.publish(message, str(message.message_id))
+        first = channel.receive()
+        assert first is not None, f"{channel.name} did not deliver {message.label}"
+        consumer.handle(first)  # A commits...
+        channel.outlive_lease(first)  # ...but too late
+        second = channel.receive()
+        assert second is not None, f"{channel.name} did not hand the message to B"
+        late = channel.ack(first)
+        channel.drop(second)  # B dies holding delivery 2
+        after = channel.receive()
+        if after is not None:
+            consumer.handle(after)
+            channel.ack(after)
+        return {"broker": channel.name, "A's late ack": "taken" if late else "refused",
+                "B's delivery": second.count, "after B dies": _what(after),
+                "charges with the inbox": consumer.charges(inbox=True)}
+
+
 def deadline_then_ack(model: BrokerModel, message: Message) -> pd.DataFrame:
-    """What a modelled broker hands out while a delivery's deadline runs, after it expires, and after an ack."""
+    """What a modelled broker does while a delivery's deadline runs, after it expires, to a stale ack, after an ack."""
     channel = model.open()
     channel.publish(message, str(message.message_id))
     first = channel.receive()
     assert first is not None, f"{model.name} did not deliver {message.label}"
-    rows = [{"moment": "first receive", "delivered": f"delivery {first.count}"}]
-    rows.append({"moment": f"receive again while the {model.lease} runs",
-                 "delivered": _what(channel.receive())})
+    rows = [("first receive", f"delivery {first.count}"),
+            (f"receive again while the {model.lease} runs", _what(channel.receive()))]
     channel.outlive_lease(first)
     again = channel.receive()
-    rows.append({"moment": f"receive after the {model.lease} expired, no ack", "delivered": _what(again)})
-    assert again is not None
-    channel.ack(again)
+    assert again is not None, f"{model.name} did not redeliver {message.label} after its {model.lease}"
+    rows += [(f"receive after the {model.lease} expired, no ack", _what(again)),
+             ("ack delivery 1 now (its deadline has expired)", _answer(channel.ack(first))),
+             (f"ack delivery {again.count} in time", _answer(channel.ack(again)))]
     channel.outlive_lease(again)
-    rows.append({"moment": f"receive after a successful ack and another {model.lease}", "delivered": _what(channel.receive())})
-    return pd.DataFrame(rows).set_index("moment")
+    rows.append((f"receive after that ack and another {model.lease}", _what(channel.receive())))
+    return pd.DataFrame(rows, columns=["moment", "what happened"]).set_index("moment")
+
+
+def _answer(taken: bool) -> str:
+    return "ack succeeded" if taken else "ack failed"
 
 
 def _what(delivery: BrokerDelivery | None) -> str:
-    return "nothing" if delivery is None else f"delivery {delivery.count} (redelivered: {delivery.redelivered})"
+    return "nothing" if delivery is None else f"delivery {delivery.count}"

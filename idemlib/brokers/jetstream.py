@@ -9,6 +9,11 @@ named uniquely for this process and run, and deletes the stream (and with it the
 consumer) when its ``with`` block ends. The stream deduplicates publishes that carry
 the same ``Nats-Msg-Id`` inside its ``duplicate_window``; the consumer redelivers a
 message that is not acked within ``ack_wait``, with the count in its metadata.
+
+Two things here are the adapter's, not the server's: JetStream has no redelivered
+flag (the adapter derives one from ``num_delivered``) and no dead-letter queue (the
+adapter reads terminated messages back from the stream). Every ack is a double ack
+(``ack_sync``), and :meth:`JetStreamChannel.ack` reports what the server answered.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import nats
+import pandas as pd
 from nats.js.api import ConsumerConfig, StreamConfig
 
 from idemlib.brokers.sources import BrokerDelivery
@@ -35,12 +41,17 @@ _runs = itertools.count(1)
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 
-DUPLICATE_WINDOW = 0.2
-"""The streams' duplicate window in seconds: short, so the lesson can wait it out (NATS's default is 2 minutes)."""
+DUPLICATE_WINDOW = 0.5
+"""The streams' duplicate window in seconds: short, so the lesson can wait it out (NATS's default is 2 minutes),
+long enough that a resend a moment later is still inside it on a busy machine."""
 ACK_WAIT = 0.2
 """The consumer's ack wait in seconds: its lease on a delivery (NATS's default is 30 seconds)."""
+MAX_DELIVER = 5
+"""How many times the lesson's consumers hand a message out before they stop (JetStream's default: no limit)."""
 MARGIN = 0.1
 """Extra wait past a window or an ack wait, so the server's timers have certainly fired."""
+ACK_ANSWER_WAIT = 2.0
+"""How long a double ack waits for the server's answer before it counts as unanswered."""
 
 
 def run(coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
@@ -72,18 +83,39 @@ class Stored:
     duplicate: bool
 
 
+def server_defaults() -> dict[str, object]:
+    """What the server fills in for a stream and a durable consumer that set nothing: read back from a fresh pair."""
+    async def ask() -> dict[str, object]:
+        connection = await nats.connect(NATS.url(), connect_timeout=2, max_reconnect_attempts=0)
+        js = connection.jetstream()
+        run_id = f"{os.getpid()}_{next(_runs)}"
+        stream = f"IDEMLIB_L07_DEFAULTS_{run_id}"
+        try:
+            info = await js.add_stream(StreamConfig(name=stream, subjects=[f"idemlib.l07.defaults.{run_id}"]))
+            consumer = await js.add_consumer(stream, ConsumerConfig(durable_name="payments"))
+            return {"duplicate window (s)": info.config.duplicate_window, "ack wait (s)": consumer.config.ack_wait,
+                    "max deliver": consumer.config.max_deliver}
+        finally:
+            await js.delete_stream(stream)
+            await connection.close()
+    return run(ask())
+
+
 class JetStreamChannel:
     """A JetStream stream and a durable pull consumer on the real server, driven through the channel verbs."""
 
     name = "NATS JetStream (real)"
+    claims = ("client library's own retry", "application resend inside the window", "ack lost on the way")
+    """What JetStream's "exactly once" claims: Nats-Msg-Id deduplication inside the window, and double acks."""
 
     def __init__(self, *, duplicate_window: float = DUPLICATE_WINDOW, ack_wait: float = ACK_WAIT,
-                 max_deliver: int = 5) -> None:
+                 max_deliver: int = MAX_DELIVER) -> None:
         run_id = f"{os.getpid()}_{next(_runs)}"
         self.stream, self.subject = f"IDEMLIB_L07_{run_id}", f"idemlib.l07.{run_id}"
         self.duplicate_window, self.ack_wait = duplicate_window, ack_wait
         self.stored: list[Stored] = []
         self.deliveries: list[dict[str, Any]] = []
+        self.acks: list[dict[str, Any]] = []  # each ack: which delivery, and what the server answered
         self._terminated: list[int] = []
         run(self._open(max_deliver))
 
@@ -151,10 +183,16 @@ class JetStreamChannel:
         message = Message(msg.headers.get("Event-Id"), json.loads(msg.data))
         return BrokerDelivery(message, meta.num_delivered, meta.num_delivered > 1, msg)
 
-    def ack(self, delivery: BrokerDelivery) -> bool:
-        """Ack and wait for the server to confirm it (a double ack)."""
-        run(delivery.handle.ack_sync())
-        return True
+    def ack(self, delivery: BrokerDelivery, *, lost: bool = False) -> bool:
+        """Ack and wait for the server's answer (a double ack): True when it answered, False when no answer came.
+
+        ``lost``: the ack does not reach the server. The adapter plays that by not sending
+        it; the client sees what a lost double ack looks like, no answer.
+        """
+        msg = delivery.handle
+        answer = "no answer: the ack was lost" if lost else _answer(msg)
+        self.acks.append({"delivery": msg.metadata.num_delivered, "server's answer": answer})
+        return answer == "ack taken"
 
     def drop(self, delivery: BrokerDelivery) -> None:
         """The consumer dies without acking: JetStream redelivers once the ack wait has run out."""
@@ -198,3 +236,37 @@ class JetStreamChannel:
         info = run(self._js.stream_info(self.stream))
         return {"messages": info.state.messages, "first sequence": info.state.first_seq,
                 "last sequence": info.state.last_seq}
+
+
+def _answer(msg: Any) -> str:
+    """Send ``msg``'s double ack and say what came back."""
+    async def ack() -> str:
+        try:
+            await msg.ack_sync(timeout=ACK_ANSWER_WAIT)
+        except nats.errors.TimeoutError:
+            return "no answer within the wait"
+        except nats.errors.NoRespondersError:
+            return "no responders: the consumer is gone"
+        except nats.errors.MsgAlreadyAckdError:
+            return "refused by the client: this delivery was already acked"
+        return "ack taken"
+    return run(ack())
+
+
+def double_acks(message: Message) -> pd.DataFrame:
+    """One delivery whose first ack is lost and which the consumer then acks again; then the ack wait passes.
+
+    Each row is what the consumer saw: the server's answer to each double ack, and
+    whether anything came back after the ack wait.
+    """
+    with JetStreamChannel() as channel:
+        channel.publish(message, str(message.message_id))
+        delivery = channel.receive()
+        assert delivery is not None, f"JetStream did not deliver {message.label}"
+        for lost in (True, False):
+            channel.ack(delivery, lost=lost)
+        steps = ["acks; the ack is lost on the way", "acks again"]
+        rows = [(step, ack["server's answer"]) for step, ack in zip(steps, channel.acks)]
+        channel.drop(delivery)
+        rows.append(("receive after the ack wait", "nothing" if channel.receive() is None else "a redelivery"))
+    return pd.DataFrame(rows, columns=["the consumer", "what it learned"]).set_index("the consumer")

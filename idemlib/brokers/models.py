@@ -4,8 +4,10 @@ Each :class:`BrokerModel` is the course's :class:`~idemlib.broker.Broker` (lease
 acks, delivery counts, a dead-letter queue) with a deduplication window in front of
 it on the way in. A model says three things: how long the window lasts, what the key
 is (the rule that decides two sends are "the same"), and what its lease is called on
-the way out. Every figure comes from ``data/facts.csv`` with its source; what a
-model leaves out is written down in its ``assumptions``.
+the way out, and how it treats acks: whether the broker answers one (so a lost ack is
+noticed and sent again) and whether it takes the ack of a delivery whose lease has
+run out. Every figure comes from ``data/facts.csv`` with its source; what a model
+leaves out is written down in its ``assumptions``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from typing import Any
 import pandas as pd
 
 from idemlib.broker import Broker
-from idemlib.brokers.sources import BrokerDelivery
+from idemlib.brokers.sources import SOURCES, BrokerDelivery
 from idemlib.clock import VirtualClock
-from idemlib.facts import fact, fact_seconds
+from idemlib.facts import fact, fact_seconds, load_facts
 from idemlib.messages import Message
 from idemlib.trace import Trace
 
@@ -30,7 +32,9 @@ KEY_RULES = ("deduplication ID", "message body", "producer sequence", "none")
 the producer's own (producer ID, sequence number) pair, or not at all."""
 
 LEASE_SECONDS = 30.0
-"""The modelled lease (every broker's real default differs; the length changes when, not whether, it redelivers)."""
+"""The modelled lease on the virtual clock, the same for every model. Each service's own default is the
+fact named by :attr:`BrokerModel.lease_default`; the length changes when an unacked message comes back,
+not whether it does."""
 REPLAY_DELAY_SECONDS = 6 * 3600.0
 """How long after the dead-lettering the operator replays the queue in the model: hours, long past every window."""
 
@@ -40,8 +44,14 @@ class BrokerModel:
     """One broker's deduplication on the way in and its lease on the way out.
 
     ``window`` is in seconds (``math.inf``: no time limit, only the ``key_rule``
-    stops it; None: no deduplication). ``limits`` and ``assumptions`` are what the
-    lesson prints next to the model, so a reader knows where it stops being true.
+    stops it; None: no deduplication). ``acks_answered``: the broker answers every
+    ack, so a consumer whose ack got lost learns it and acks again. ``late_acks``:
+    "taken" when an ack after the lease ran out still settles the message,
+    "refused" when only the current delivery's ack counts. ``claims`` names the
+    duplicate sources the broker's feature says it removes; the lesson never scores
+    a feature on the others. ``lease_default`` is the fact holding the service's own
+    default lease. ``limits`` and ``assumptions`` are what the lesson prints next to
+    the model, so a reader knows where it stops being true.
     """
 
     name: str
@@ -51,12 +61,20 @@ class BrokerModel:
     limits: str
     assumptions: tuple[str, ...] = ()
     window_source: str = ""
+    lease_default: str = ""
+    acks_answered: bool = True
+    late_acks: str = "taken"
+    claims: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.key_rule not in KEY_RULES:
             raise ValueError(f"{self.name}: key_rule must be one of {KEY_RULES}, not {self.key_rule!r}")
         if self.window is not None and self.window <= 0:
             raise ValueError(f"{self.name}: a deduplication window must be positive, or None for no deduplication")
+        if self.late_acks not in ("taken", "refused"):
+            raise ValueError(f"{self.name}: late_acks is 'taken' or 'refused', not {self.late_acks!r}")
+        if unknown := set(self.claims) - set(SOURCES):
+            raise ValueError(f"{self.name}: no duplicate sources named {sorted(unknown)}")
 
     def open(self) -> ModelChannel:
         """A fresh, empty queue with this configuration, on its own virtual clock."""
@@ -76,6 +94,12 @@ class ModelChannel:
         self._given_up: list[Message] = []
         self._letters_taken = 0  # the broker's dead letters already handed to the operator
         self._replayed = 0
+        self._latest: dict[int, int] = {}  # position -> receipt of its latest delivery
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """The duplicate sources the modelled feature claims to remove."""
+        return self.model.claims
 
     def __enter__(self) -> ModelChannel:
         return self
@@ -114,10 +138,21 @@ class ModelChannel:
         delivery = self.broker.receive("consumer")
         if delivery is None:
             return None
+        self._latest[delivery.position] = delivery.receipt
         return BrokerDelivery(delivery.message, delivery.count, delivery.redelivered, delivery)
 
-    def ack(self, delivery: BrokerDelivery) -> bool:
-        return self.broker.ack(delivery.handle)
+    def ack(self, delivery: BrokerDelivery, *, lost: bool = False) -> bool:
+        """Settle the message; see :meth:`~idemlib.brokers.sources.Channel.ack` for ``lost``."""
+        if lost:
+            if self.model.acks_answered:
+                return False  # no answer came: the consumer knows the ack did not land
+            self._past_lease()  # nothing tells the consumer; the broker takes the message back
+            return True
+        handle = delivery.handle
+        expired = self.clock.now() >= handle.lease_expires_at or self._latest[handle.position] != handle.receipt
+        if expired and self.model.late_acks == "refused":
+            return False
+        return self.broker.ack(handle)
 
     def _past_lease(self) -> None:
         self.clock.advance(LEASE_SECONDS + 1.0)
@@ -189,19 +224,25 @@ def pubsub_delivery(subscription: str = "pull", regions: int = 1) -> str:
     return "exactly-once delivery: no redelivery after a successful ack, none while the ack deadline runs"
 
 
+_IDEMPOTENCE_SINCE = load_facts().loc["kafka_idempotence_default_since", "value"]
+ON_THE_WAY_IN = ("client library's own retry", "application resend inside the window")
+"""What an ID window on the way in claims to remove: the same ID sent again before the window closes."""
+
 SQS_FIFO = BrokerModel(
     "SQS FIFO", "deduplication ID", fact_seconds("sqs_fifo_dedup_interval"), "visibility timeout",
     limits=f"only within the {fact('sqs_fifo_dedup_interval')} deduplication interval, and only on the way in; "
            "a message not deleted before its visibility timeout expires is received again",
     assumptions=("the producer sets MessageDeduplicationId to the event ID",
-                 "one message group, so ordering never holds a message back"),
-    window_source="sqs_fifo_dedup_interval",
+                 "one message group, so ordering never holds a message back",
+                 "DeleteMessage answers, so a consumer whose delete got lost deletes again"),
+    window_source="sqs_fifo_dedup_interval", lease_default="sqs_visibility_timeout_default", claims=ON_THE_WAY_IN,
 )
 SQS_FIFO_CONTENT = replace(
     SQS_FIFO, name="SQS FIFO, content-based", key_rule="message body",
     assumptions=("content-based deduplication: the key is a SHA-256 hash of the body",
                  "the producer sends no MessageDeduplicationId (SQS would use one it sends instead of the hash)",
-                 "one message group, so ordering never holds a message back"),
+                 *SQS_FIFO.assumptions[1:]),
+    claims=(*ON_THE_WAY_IN, "relay republish with a new ID"),
 )
 SERVICE_BUS = BrokerModel(
     "Azure Service Bus", "deduplication ID", asb_window(), "peek-lock",
@@ -209,31 +250,37 @@ SERVICE_BUS = BrokerModel(
            f"{fact('asb_dup_detection_max')}; no duplicate detection on the Basic tier; "
            "a peek-lock message whose lock expires is delivered again",
     assumptions=("duplicate detection is on (Standard or Premium tier), keyed on MessageId = the event ID",
-                 "the window runs from the send the queue stored; a repeat it drops does not restart it"),
-    window_source="asb_dup_detection_default",
+                 "the window runs from the send the queue stored; a repeat it drops does not restart it",
+                 "completing a message answers, so a consumer whose complete got lost completes again"),
+    window_source="asb_dup_detection_default", lease_default="asb_lock_duration_default", claims=ON_THE_WAY_IN,
 )
 PUBSUB = BrokerModel(
     "Pub/Sub exactly-once", "none", None, "acknowledgement deadline",
-    limits="pull subscriptions only, subscribers in one region only; a publisher retry creates a new message ID "
-           "that is not deduplicated; a message whose acknowledgement deadline expires is still redelivered",
+    limits="the consumer's side only: an ack answers whether it succeeded, no redelivery after a successful ack, "
+           "and an ack whose deadline has expired (or that a newer delivery superseded) fails; pull subscriptions "
+           "in one region only; a publisher's resend is a new message; a message whose deadline expires comes back",
     assumptions=("a pull subscription with exactly-once delivery on, subscribers in one region",
                  "no redelivery after a successful ack or while the deadline runs: the base broker's behaviour"),
+    lease_default="pubsub_ack_deadline_default", late_acks="refused", claims=("ack lost on the way",),
 )
 KAFKA_IDEMPOTENT = BrokerModel(
     "Kafka idempotent producer", "producer sequence", math.inf, "poll interval (group rebalance)",
-    limits="the producer side only: the broker discards the producer's own retries by producer ID and sequence "
-           "number; a consumer that crashes after processing but before committing its offset reads the record again",
-    assumptions=("enable.idempotence on (the default)",
+    limits="the client library's own retries only: the broker discards a resend by producer ID and sequence "
+           "number; an application that sends again gets a new sequence number; a consumer that crashes after "
+           "processing but before committing its offset reads the record again",
+    assumptions=(f"enable.idempotence on (the default since Kafka {_IDEMPOTENCE_SINCE})",
                  "a restarted producer, or an application that sends again, gets a new sequence number",
                  "a consumer that stops polling for too long loses its partition; the next owner reads from the "
                  "last committed offset (this plays the lease)",
+                 "an offset commit answers, so a consumer whose commit got lost commits again",
                  "the application keeps a dead-letter topic and replays it (Kafka has no dead-letter queue of its own)"),
+    lease_default="kafka_max_poll_interval_default", claims=("client library's own retry",),
 )
 KAFKA_TRANSACTIONS = replace(
     KAFKA_IDEMPOTENT, name="Kafka transactions",
     limits="a consume-process-produce loop commits its output records and input offsets atomically, for effects "
            "inside Kafka only; for output written elsewhere, store the offset in the same place as the output",
-    assumptions=(*KAFKA_IDEMPOTENT.assumptions,
+    assumptions=("everything the idempotent producer's model assumes",
                  "the consumer's effect (the charge) is a database row, outside Kafka's transaction"),
 )
 
@@ -250,16 +297,29 @@ def model_named(name: str) -> BrokerModel:
 
 
 def model_table(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:
-    """What each model deduplicates on the way in, for how long, its lease, and where it stops."""
+    """What each model deduplicates on the way in, for how long, its lease with the service's own default, and its acks.
+
+    "late ack": whether an ack after the lease ran out is taken or refused; "ack answered":
+    whether the consumer learns that an ack arrived (SQS's DeleteMessage, Service Bus's
+    complete, Pub/Sub's ack response, Kafka's offset commit all answer).
+    """
     def window(model: BrokerModel) -> str:
         if model.window is None:
             return "none"
         if math.isinf(model.window):
             return "the producer's session"
         return fact(model.window_source) if model.window_source else f"{model.window:g} s"
-    return pd.DataFrame([{"broker": m.name, "key on the way in": m.key_rule, "window": window(m), "lease": m.lease,
-                          "where it stops": m.limits, "the model assumes": "; ".join(m.assumptions)}
+    return pd.DataFrame([{"broker": m.name, "key on the way in": m.key_rule, "window": window(m),
+                          "lease": m.lease, "its default": fact(m.lease_default) if m.lease_default else "",
+                          "late ack": m.late_acks, "ack answered": "yes" if m.acks_answered else "no"}
                          for m in models]).set_index("broker")
+
+
+def model_notes(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:
+    """Where each model's feature stops, then what the model assumes: one short row each."""
+    rows = [(m.name, note, text) for m in models
+            for note, text in [("stops", m.limits), *(("assumes", a) for a in m.assumptions)]]
+    return pd.DataFrame(rows, columns=["broker", "note", "text"]).set_index(["broker", "note"])
 
 
 def kafka_transaction_effects(output: str, *, crash_before_commit: bool = True) -> int:

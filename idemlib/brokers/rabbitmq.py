@@ -6,7 +6,13 @@ default exchange, and deletes both when its ``with`` block ends. A consumer is a
 connection: dropping a delivery closes that connection, as a crashed process would,
 and RabbitMQ puts the message back with the ``redelivered`` flag set.
 
-RabbitMQ has no deduplication on the way in: every publish is stored.
+The queue dead-letters *at least once* (``x-dead-letter-strategy``, RabbitMQ 3.10+,
+which needs ``x-overflow: reject-publish``): with the default, at most once, a dead
+letter the dead-letter queue cannot take at that moment is dropped.
+:func:`dead_letter_hop` shows both on the server.
+
+RabbitMQ has no deduplication on the way in: every publish is stored. AMQP 0-9-1
+never answers an ack, so a client cannot know whether one arrived.
 """
 
 from __future__ import annotations
@@ -61,22 +67,41 @@ def server_version() -> str:
     return f"{properties.get('product', 'RabbitMQ')} {properties.get('version', '(version not announced)')}"
 
 
+STRATEGIES = ("at-most-once", "at-least-once")
+"""RabbitMQ's two dead-letter strategies for a quorum queue; at-most-once is its default."""
+
+
+def _queue_name() -> str:
+    return f"idemlib-l07-{os.getpid()}-{next(_runs)}"
+
+
+def _quorum_queue(dead_letter_queue: str, strategy: str, **arguments: Any) -> dict[str, Any]:
+    """The arguments of a quorum queue that dead-letters to ``dead_letter_queue`` with ``strategy``."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"a dead-letter strategy is one of {STRATEGIES}, not {strategy!r}")
+    # At-least-once needs reject-publish (drop-head would silently fall back to at-most-once);
+    # both strategies get it so the experiment below varies the strategy alone.
+    return {"x-queue-type": "quorum", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead_letter_queue,
+            "x-dead-letter-strategy": strategy, "x-overflow": "reject-publish", **arguments}
+
+
 class RabbitChannel:
     """A quorum queue on the real server, driven through the course's channel verbs."""
 
     name = "RabbitMQ (real)"
+    claims: tuple[str, ...] = ()
+    """RabbitMQ sells no exactly-once feature, so it claims to remove no duplicate source."""
 
-    def __init__(self, *, delivery_limit: int = 5) -> None:
-        self.queue = f"idemlib-l07-{os.getpid()}-{next(_runs)}"
+    def __init__(self, *, delivery_limit: int = 5, dead_letter_strategy: str = "at-least-once") -> None:
+        self.queue = _queue_name()
         self.dead_letter_queue = f"{self.queue}-dlq"
         self.log: list[Seen] = []
         self.last_lease_seconds: float | None = None  # how long the last outlive_lease waited for the timeout
         self._admin = _connect()
         self._channel = self._admin.channel()
         self._channel.queue_declare(self.dead_letter_queue, durable=True, arguments={"x-queue-type": "quorum"})
-        self._channel.queue_declare(self.queue, durable=True, arguments={
-            "x-queue-type": "quorum", "x-delivery-limit": delivery_limit,
-            "x-dead-letter-exchange": "", "x-dead-letter-routing-key": self.dead_letter_queue})
+        self._channel.queue_declare(self.queue, durable=True, arguments=_quorum_queue(
+            self.dead_letter_queue, dead_letter_strategy, **{"x-delivery-limit": delivery_limit}))
         self._channel.confirm_delivery()  # a publish returns once the queue has the message
         self._consumer: pika.BlockingConnection | None = None
         self._consumer_channel: BlockingChannel | None = None
@@ -132,9 +157,19 @@ class RabbitChannel:
         self.log.append(Seen("delivered", properties.message_id, method.redelivered, count))
         return BrokerDelivery(message, count + 1, method.redelivered, (channel, method.delivery_tag))
 
-    def ack(self, delivery: BrokerDelivery) -> bool:
-        """Ack on the channel the delivery came from; False when that channel is already closed."""
+    def ack(self, delivery: BrokerDelivery, *, lost: bool = False) -> bool:
+        """Ack on the channel the delivery came from; False when that channel is already closed.
+
+        True means the ack went out on an open channel: RabbitMQ never answers an ack, so
+        that is all a client learns. ``lost``: the ack dies with the consumer's connection
+        before it reaches the server, and the client, with no answer to miss, still says True.
+        """
         channel, tag = delivery.handle
+        if lost:
+            self._drop_consumer()
+            self.log.append(Seen("ack lost with its connection", str(delivery.message.message_id)))
+            self._settle()
+            return True
         try:
             channel.basic_ack(tag)
         except (pika.exceptions.ChannelClosed, pika.exceptions.ChannelWrongStateError,
@@ -214,3 +249,40 @@ class RabbitChannel:
 
     def pass_window(self) -> None:
         """RabbitMQ has no deduplication window; nothing to wait for."""
+
+
+def dead_letter_hop(message: Message, *, strategy: str, room: int = 2) -> dict[str, object]:
+    """Dead-letter ``message`` while its dead-letter queue does not exist yet, then create that queue and look.
+
+    The source queue holds at most ``room`` messages (``x-max-length``, overflow
+    reject-publish). After the dead-lettering, new publishes are sent until the queue
+    refuses one: a dead letter the queue still keeps for its next try counts against
+    that length. Then the dead-letter queue is declared and counted. Both queues are
+    deleted afterwards.
+    """
+    source = _queue_name()
+    target = f"{source}-dlq"
+    connection = _connect()
+    channel = connection.channel()
+    channel.confirm_delivery()  # each publish returns once the queue has applied it, in order after the reject
+    try:
+        channel.queue_declare(source, durable=True, arguments=_quorum_queue(target, strategy, **{"x-max-length": room}))
+        channel.basic_publish("", source, json.dumps(message.body).encode(), pika.BasicProperties(delivery_mode=2))
+        method, _, _ = channel.basic_get(source)
+        channel.basic_reject(method.delivery_tag, requeue=False)  # dead-letter it: the target does not exist
+        accepted = 0
+        while accepted <= room + 1:  # a quorum queue refuses a publish only once it is over its length
+            try:
+                channel.basic_publish("", source, b"{}", pika.BasicProperties(delivery_mode=2))
+            except pika.exceptions.NackError:
+                break
+            accepted += 1
+        channel.queue_declare(target, durable=True, arguments={"x-queue-type": "quorum"})
+        in_target = channel.queue_declare(target, passive=True).method.message_count
+        return {"dead-letter strategy": strategy, "in the dead-letter queue once it exists": in_target,
+                f"new publishes the source queue took (x-max-length {room})": accepted}
+    finally:
+        if channel.is_open:
+            channel.queue_delete(source)
+            channel.queue_delete(target)
+        connection.close()

@@ -1,10 +1,11 @@
-"""The six ways a second copy of one payment reaches a queue or a consumer, run on any broker.
+"""The eight ways a second copy of one payment reaches a queue or a consumer, run on any broker.
 
 Every broker here, real or modelled, is driven through the same few verbs (the
-:class:`Channel` protocol): publish, receive, ack, drop a delivery without acking,
-hold it past its lease, give up on it (dead-letter), replay the dead letters, and
-let the broker's deduplication window pass. Each duplicate source is a short script
-of those verbs, written once, so a table row means the same thing in every column.
+:class:`Channel` protocol): publish, receive, ack (or lose the ack on the way), drop a
+delivery without acking, hold it past its lease, give up on it (dead-letter), replay
+the dead letters, and let the broker's deduplication window pass. Each duplicate
+source is a short script of those verbs, written once, so a table row means the same
+thing in every column.
 
 The consumer charges order 1042 $40 for message ``m-7f3``. Without an inbox it
 charges every delivery; with one it records the producer's event ID in the same
@@ -25,14 +26,16 @@ from idemlib.messages import Message, parse_charge
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
 
 SOURCES = (
-    "producer retry inside the window",
-    "producer retry after the window",
+    "client library's own retry",
+    "application resend inside the window",
+    "application resend after the window",
     "relay republish with a new ID",
     "consumer crash after commit, before ack",
     "lease expires while the handler works",
+    "ack lost on the way",
     "dead-letter replay",
 )
-"""The six duplicate sources, in the order the lesson's table lists them."""
+"""The eight duplicate sources, in the order the lesson's table lists them."""
 
 REACHED, REMOVED = "reached", "removed"
 
@@ -62,6 +65,8 @@ class Channel(AbstractContextManager["Channel"], Protocol):
     """
 
     name: str
+    claims: tuple[str, ...]
+    """The duplicate sources the broker's own feature claims to remove (none for a plain queue)."""
 
     def publish(self, message: Message, key: str, *, retry: bool = False) -> bool:
         """Send ``message``; True when the broker stored it, False when it dropped it as a duplicate."""
@@ -71,8 +76,14 @@ class Channel(AbstractContextManager["Channel"], Protocol):
         """The next delivery for this consumer, or None when nothing is ready."""
         ...
 
-    def ack(self, delivery: BrokerDelivery) -> bool:
-        """Acknowledge; False when the broker no longer accepts this ack (its lease is gone)."""
+    def ack(self, delivery: BrokerDelivery, *, lost: bool = False) -> bool:
+        """Acknowledge; True when the broker answered that it took the ack (or, where a broker never
+        answers an ack, when it went out on a live connection), False when it refused it or no answer came.
+
+        ``lost``: the ack never arrives. A broker that answers acks says so (no answer, False),
+        so the consumer can ack again; one that does not answer leaves the consumer believing
+        it acked (True) while the broker takes the message back.
+        """
         ...
 
     def drop(self, delivery: BrokerDelivery) -> None:
@@ -144,39 +155,49 @@ def _drain(channel: Channel, consumer: Consumer) -> None:
 
 def run_source(channel: Channel, source: str, consumer: Consumer, message: Message) -> None:
     """Play one duplicate source on ``channel`` with ``message``, then let ``consumer`` drain the queue."""
+    if source not in SOURCES:
+        raise ValueError(f"no duplicate source {source!r}; choose one of {SOURCES}")
     event = str(message.message_id)
-    if source == "producer retry inside the window":
+    if source == "client library's own retry":
         channel.publish(message, event)
-        channel.publish(message, event, retry=True)  # no confirm came back in time; the client sends again
-    elif source == "producer retry after the window":
+        channel.publish(message, event, retry=True)  # no confirm came back in time; the client library sends again
+    elif source == "application resend inside the window":
+        channel.publish(message, event)
+        channel.publish(message, event)  # the application sends the same event again, a moment later
+    elif source == "application resend after the window":
         channel.publish(message, event)
         channel.pass_window()
         channel.publish(message, event)  # the application sends again, much later, with the same ID
     elif source == "relay republish with a new ID":
         channel.publish(message, f"{event}:send-1")
         channel.publish(message, f"{event}:send-2")  # the outbox relay restarted; its sender minted a new ID
-    elif source in ("consumer crash after commit, before ack", "lease expires while the handler works"):
-        channel.publish(message, event)
-        first = channel.receive()
-        assert first is not None, f"{channel.name}: the message published for {source!r} was not delivered"
-        consumer.handle(first)  # committed
-        if source.startswith("consumer crash"):
-            channel.drop(first)
-        else:
-            channel.outlive_lease(first)
-            _drain(channel, consumer)  # a second consumer gets it while the first still works...
-            channel.ack(first)  # ...and the first one's late ack finds nothing (or an error)
     elif source == "dead-letter replay":
         channel.publish(message, event)
-        first = channel.receive()
-        assert first is not None, f"{channel.name}: the message published for {source!r} was not delivered"
+        first = _receive(channel, source)
         consumer.handle(first)  # committed, then the step after the commit failed for good
         channel.give_up(first)
         channel.pass_window()  # an operator replays the dead-letter queue later, after looking into it
         channel.replay_dead_letters()
-    else:
-        raise ValueError(f"no duplicate source {source!r}; choose one of {SOURCES}")
+    else:  # the consumer's side: one delivery, committed, then something goes wrong before the ack lands
+        channel.publish(message, event)
+        first = _receive(channel, source)
+        consumer.handle(first)
+        if source == "consumer crash after commit, before ack":
+            channel.drop(first)
+        elif source == "lease expires while the handler works":
+            channel.outlive_lease(first)
+            _drain(channel, consumer)  # a second consumer gets it while the first still works...
+            channel.ack(first)  # ...and the first one's late ack is refused, or settles a message already done
+        elif not channel.ack(first, lost=True):  # "ack lost on the way": the broker said it got no ack...
+            channel.ack(first)  # ...so the consumer acks again
     _drain(channel, consumer)
+
+
+def _receive(channel: Channel, source: str) -> BrokerDelivery:
+    delivery = channel.receive()
+    if delivery is None:
+        raise RuntimeError(f"{channel.name}: the message published for {source!r} was not delivered")
+    return delivery
 
 
 ChannelFactory = Callable[[], Channel]
@@ -194,7 +215,8 @@ def run_broker(open_channel: ChannelFactory, message: Message, consumer: Consume
         consumer.empty()
         with open_channel() as channel:
             run_source(channel, source, consumer, message)
-            rows.append({"broker": channel.name, "source": source, "deliveries handled": consumer.handled,
+            rows.append({"broker": channel.name, "source": source, "claimed": source in channel.claims,
+                         "deliveries handled": consumer.handled,
                          "charges without inbox": consumer.charges(inbox=False),
                          "charges with inbox": consumer.charges(inbox=True)})
     return pd.DataFrame(rows)
@@ -218,9 +240,21 @@ def exactly_once_table(results: list[pd.DataFrame]) -> pd.DataFrame:
     return table
 
 
-def duplicates_reaching(results: list[pd.DataFrame]) -> pd.DataFrame:
-    """Per broker: how many of the six sources charged twice without the inbox, and with it."""
+def scorecard(results: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per broker: the sources its feature claims and how many of them it removed, what else it removed, what reached.
+
+    A feature is judged on its claims only; the sources it never claimed, and the
+    inbox's work on what reached the consumer, are counted beside them.
+    """
     runs = pd.concat(results, ignore_index=True)
-    runs["without the inbox"] = (runs["charges without inbox"] > 1).astype(int)
-    runs["with the inbox"] = (runs["charges with inbox"] > 1).astype(int)
-    return runs.groupby("broker", sort=False)[["without the inbox", "with the inbox"]].sum()
+    removed = runs["charges without inbox"] == 1
+    reached = runs["charges without inbox"] > 1
+    card = pd.DataFrame({
+        "broker": runs["broker"],
+        "sources its feature claims": runs["claimed"],
+        "of those, removed": runs["claimed"] & removed,
+        "removed though not claimed": ~runs["claimed"] & removed,
+        "reached the consumer": reached,
+        "charged twice with the inbox": runs["charges with inbox"] > 1,
+    })
+    return card.groupby("broker", sort=False).sum()
