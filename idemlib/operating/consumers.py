@@ -2,12 +2,14 @@
 
 The kind of consumer a reader already has: a function that takes a connection and
 one message, charges the order, and commits. One is naive; the other keeps an
-inbox, the ``processed_messages`` table, in the same transaction. Lesson 11 runs
-:func:`~idemlib.operating.testing.assert_idempotent` on both.
+inbox, the ``processed_messages`` table, in the same transaction; a third is the
+inbox that also e-mails a receipt, which no database records. Lesson 11 runs
+:func:`~idemlib.operating.testing.assert_idempotent` on them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 SCHEMA = """
@@ -43,3 +45,22 @@ def inbox_consumer(connection: Any, message: Any) -> None:
         if new:
             connection.execute("INSERT INTO payments VALUES (%s, %s, %s)",
                                (body["order_id"], body["amount"], message.message_id))
+
+
+def receipt_consumer(sent: list[str]) -> Callable[[Any, Any], Iterator[str]]:
+    """The inbox consumer, plus a receipt e-mailed before the commit: appended to ``sent``, seen by no database.
+
+    A generator: it names the step ``"e-mail the receipt"`` the database cannot see, so a
+    test can crash the consumer there too.
+    """
+    def inbox_consumer_with_receipt(connection: Any, message: Any) -> Iterator[str]:
+        body = message.body
+        with connection.transaction():
+            new = connection.execute("INSERT INTO processed_messages VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
+                                     (message.message_id,)).fetchone()
+            if new:
+                connection.execute("INSERT INTO payments VALUES (%s, %s, %s)",
+                                   (body["order_id"], body["amount"], message.message_id))
+                yield "e-mail the receipt"
+                sent.append(message.message_id)
+    return inbox_consumer_with_receipt

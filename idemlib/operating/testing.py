@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -232,12 +233,27 @@ def assert_idempotent(handle: Handle, messages: Sequence[Any], *, connect: Calla
 _schemas = itertools.count(1)
 
 
-@dataclass(frozen=True)
-class PostgresSchema:
-    """An empty schema of its own on a PostgreSQL server; ``connect()`` opens connections that work inside it."""
+def _drop(url: str, name: str) -> None:
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    except psycopg.Error:
+        pass  # the server went away: nothing of ours is left to drop
 
-    url: str
-    name: str
+
+class PostgresSchema:
+    """An empty schema of its own on a PostgreSQL server, dropped by :meth:`drop` or when the object goes.
+
+    ``connect()`` opens connections that work inside it.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or postgres_url()
+        self.name = f"idempotency_test_{os.getpid()}_{next(_schemas)}"
+        with psycopg.connect(self.url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA IF EXISTS {self.name} CASCADE")
+            admin.execute(f"CREATE SCHEMA {self.name}")
+        self.drop = weakref.finalize(self, _drop, self.url, self.name)
 
     def connect(self) -> psycopg.Connection:
         """A new connection to this schema's tables (its ``search_path``), not in autocommit: the consumer commits."""
@@ -247,12 +263,8 @@ class PostgresSchema:
 @contextmanager
 def fresh_schema(url: str | None = None) -> Iterator[PostgresSchema]:
     """An empty schema on the PostgreSQL at ``url`` (``IDEMLIB_POSTGRES_URL`` by default), dropped afterwards."""
-    schema = PostgresSchema(url or postgres_url(), f"idempotency_test_{os.getpid()}_{next(_schemas)}")
-    with psycopg.connect(schema.url, autocommit=True) as admin:
-        admin.execute(f"DROP SCHEMA IF EXISTS {schema.name} CASCADE")
-        admin.execute(f"CREATE SCHEMA {schema.name}")
+    schema = PostgresSchema(url)
     try:
         yield schema
     finally:
-        with psycopg.connect(schema.url, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA IF EXISTS {schema.name} CASCADE")
+        schema.drop()
