@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from idemlib.case_study.design_review import (MISTAKES, SAFE, Design, applications, at_once, crash_matrix, five_questions,
-                                   race, reproduce_mistakes, retry_policies, run)
+                                   race, reproduce_mistakes, retry_policies, review, run)
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import BadMessage, Message
 from idemlib.case_study.mortgage import APPLICATION_42, AccountService, parse_open_account
@@ -63,7 +63,7 @@ def test_every_safe_design_opens_one_account_in_every_interleaving(design):
 def test_the_five_questions_tell_the_mistakes_from_the_safe_designs():
     for design in SAFE:
         assert all(answer.startswith("yes") for answer in five_questions(design)), design.label
-    # Each mistake fails the question the seed ties it to (1-based, in the seed's order).
+    # Each mistake fails the question the article ties it to (1-based, in its order).
     expected_no = {MISTAKES[0]: 3, MISTAKES[1]: 2, MISTAKES[2]: 1, MISTAKES[3]: 4, MISTAKES[4]: 5}
     for design, question in expected_no.items():
         assert five_questions(design).iloc[question - 1].startswith("NO"), (design.label, question)
@@ -71,11 +71,33 @@ def test_the_five_questions_tell_the_mistakes_from_the_safe_designs():
     assert "two consumers at once: 2 accounts" in five_questions(MISTAKES[0]).iloc[0]
 
 
-def test_keys_must_outlive_the_longest_outage_not_just_the_usual_one():
+def test_the_short_table_never_says_yes_beside_a_wrong_outcome():
+    table = review(MISTAKES + SAFE)
+    assert list(table.columns) == ["Q1", "Q2", "Q3", "Q4", "Q5"]
+    assert set(table.stack()) - {"yes"} == {cell for cell in table.stack() if cell.startswith("no: ")}
+    # Every detail of a yes names no doubled count.
+    for design in MISTAKES + SAFE:
+        for answer in five_questions(design):
+            if answer.startswith("yes"):
+                assert "2 accounts" not in answer and "2 payouts" not in answer, (design.label, answer)
+
+
+def test_the_service_keeps_its_own_ids_and_looks_the_payout_up_when_the_outage_outlasts_the_payment_systems_keys():
     inbox = SAFE[0]
     assert five_questions(inbox, 3).iloc[3].startswith("yes")
-    assert five_questions(inbox, 30).iloc[3] == "NO: keys kept 24 h, retry 30 h later: 1 account, 2 payouts"
-    assert five_questions(Design("longer", key_hours=30.5), 30).iloc[3].startswith("yes")
+    # 30 h: the service still knows m-42, but the payment system (24 h) has forgotten m-42:payout.
+    assert review((inbox,), outage_hours=30).iloc[0]["Q4"] == "no: 2 payouts after the late retry"
+    # Its own IDs pruned after 2 h: the redelivery opens a second account, whatever the payment system keeps.
+    pruned = Design("pruned", keep_hours=2, reconcile=True)
+    assert review((pruned,), outage_hours=3).iloc[0]["Q4"] == "no: 2 accounts after the late redelivery"
+    assert five_questions(Design("both", keep_hours=30.5, reconcile=True), 30).iloc[3].startswith("yes")
+
+
+def test_a_reconciling_service_still_shows_a_key_made_up_per_attempt():
+    # The lookup hides a lost answer's retry; a refused first call is retried, and the new key shows.
+    made_up = Design("made up", payout_key="per attempt", reconcile=True)
+    assert review((made_up,)).iloc[0]["Q2"] == "no: a new key per call"
+    assert run(made_up, refuse_first_payout=True).payouts == 1
 
 
 def test_retries_off_lose_accounts_and_careful_retries_still_duplicate():
@@ -117,9 +139,10 @@ def test_a_malformed_message_is_dead_lettered_and_the_good_one_still_opens_its_a
 
 @pytest.mark.parametrize("settings, message", [({"guard": "inbx"}, "guard must be one of"),
                                                ({"payout_key": "Derived"}, "payout_key must be one of"),
-                                               ({"key_hours": 0}, "key_hours must be"),
-                                               ({"key_hours": float("nan")}, "key_hours must be"),
-                                               ({"key_hours": "24"}, "key_hours must be")])
+                                               ({"keep_hours": 0}, "keep_hours must be"),
+                                               ({"keep_hours": float("nan")}, "keep_hours must be"),
+                                               ({"keep_hours": "24"}, "keep_hours must be"),
+                                               ({"reconcile": "yes"}, "reconcile must be")])
 def test_a_design_is_refused_when_built_with_a_setting_it_cannot_run(settings, message):
     with pytest.raises(ValueError, match=message):
         Design("mine", **settings)

@@ -1,0 +1,83 @@
+"""The account service on a real PostgreSQL, written with psycopg: where the duplicate check is not enough.
+
+Moving the check "is there an account for application 42?" inside the transaction
+feels like the fix for mistake 1. At PostgreSQL's default isolation, READ
+COMMITTED, it is not: two deliveries at once both read before either commits, both
+find nothing, both insert. What settles the race is a unique key: the second
+insert waits for the first transaction, then fails, and its redelivery finds the
+account. :func:`race` plays that interleaving on the server, step by step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from idemlib.operating.steps import Connection, two_at_once, deliver, Watch
+
+
+def schema(*, unique_application: bool) -> Callable[[Connection], None]:
+    """A ``reset`` that creates an empty ``loan_accounts`` table, with or without one account per application."""
+    key = ", UNIQUE (application_id)" if unique_application else ""
+
+    def reset(connection: Connection) -> None:
+        connection.execute("DROP TABLE IF EXISTS loan_accounts")
+        connection.execute(f"CREATE TABLE loan_accounts (application_id integer NOT NULL, amount integer NOT NULL, "
+                           f"message_id text NOT NULL{key})")
+    return reset
+
+
+def accounts(connection: Connection) -> list[tuple[int, int]]:
+    """The business state: every loan account as (application, dollars)."""
+    return connection.execute("SELECT application_id, amount FROM loan_accounts ORDER BY 1, 2").fetchall()
+
+
+def check_inside(connection: Connection, message: Any) -> None:
+    """Open the account unless the application has one: the check and the insert in one transaction."""
+    body = message.body
+    with connection.transaction():
+        found = connection.execute("SELECT 1 FROM loan_accounts WHERE application_id = %s",
+                                   (body["application_id"],)).fetchone()
+        if found is None:
+            connection.execute("INSERT INTO loan_accounts VALUES (%s, %s, %s)",
+                               (body["application_id"], body["amount"], message.message_id))
+
+
+def _outcome(error: BaseException | None) -> str:
+    return "acknowledged" if error is None else f"failed: {type(error).__name__}, rolled back, given back to the broker"
+
+
+def race(connect: Callable[[], Connection], message: Any, *, unique_application: bool,
+         handle: Callable[[Connection, Any], Any] = check_inside) -> pd.DataFrame:
+    """Two deliveries of ``message`` at once on PostgreSQL: A checks and pauses, B runs, A goes on; then any
+    delivery that failed is redelivered. One row per stretch of work, and the accounts opened."""
+    setup = connect()
+    try:
+        schema(unique_application=unique_application)(setup)
+        setup.commit()
+        isolation = setup.execute("SHOW transaction_isolation").fetchone()[0]
+    finally:
+        setup.close()
+    played = two_at_once(handle, connect, message, pause_before=2)
+    rows = [("A", played.first_steps[:1], "found no account; paused"),
+            ("B", played.second_steps,
+             "waits for A's insert to commit" if played.second_waited else _outcome(played.second)),
+            ("A", played.first_steps[1:], _outcome(played.first))]
+    if played.second_waited:
+        rows.append(("B", [], "the wait ends: " + _outcome(played.second)))
+    for name, error in (("A", played.first), ("B", played.second)):
+        if error is not None:
+            watch = Watch()
+            again = deliver(handle, connect, message, watch)
+            rows.append((f"{name}, redelivered", watch.steps, "found the account; " + _outcome(again)))
+    check = connect()
+    try:
+        opened = len(accounts(check))
+    finally:
+        check.close()
+    table = pd.DataFrame([(who, "; ".join(steps) or "(no new statement)", what) for who, steps, what in rows],
+                         columns=["delivery", "statements", "what happened"])
+    table.attrs.update(isolation=isolation, accounts=opened)
+    return table
