@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from idemlib.case_study import account_service
 from idemlib.case_study.design_review import (MISTAKES, SAFE, Design, applications, at_once, crash_matrix, five_questions,
                                    race, reproduce_mistakes, retry_policies, review, run)
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import BadMessage, Message
 from idemlib.case_study.mortgage import APPLICATION_42, AccountService, parse_open_account
 from idemlib.case_study.outbox import ApprovalService, RelayCrashed
+
+pytest_plugins = ["idemlib.operating.pytest_plugin"]
 
 
 def test_a_lost_ack_opens_a_second_account_without_a_guard():
@@ -153,3 +156,20 @@ def test_a_design_with_an_unknown_setting_says_what_it_accepts():
         AccountService("cache")
     with pytest.raises(ValueError, match="payout_key must be one of"):
         AccountService("inbox", "random")
+
+
+def test_on_postgres_the_check_inside_the_transaction_opens_two_accounts_unless_a_unique_key_settles_it(postgres_schema):
+    without = account_service.race(postgres_schema.connect, APPLICATION_42, unique_application=False)
+    assert (without.attrs["isolation"], without.attrs["accounts"]) == ("read committed", 2)
+    with_key = account_service.race(postgres_schema.connect, APPLICATION_42, unique_application=True)
+    assert with_key.attrs["accounts"] == 1
+    assert "UniqueViolation" in with_key["what happened"].iloc[2]
+    assert with_key["what happened"].iloc[-1] == "found the account; acknowledged"
+
+
+def test_lessons_11_deliver_twice_test_catches_the_missing_key_only_in_its_races(postgres_schema):
+    report = account_service.deliver_twice(postgres_schema.connect, unique_application=False)
+    failing = report[~report["same state as one delivery"]]["scenario"]
+    assert len(failing) > 0 and failing.str.startswith("two at once").all()
+    assert account_service.deliver_twice(postgres_schema.connect, unique_application=True)[
+        "same state as one delivery"].all()

@@ -15,10 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-from idemlib.operating.steps import Connection, two_at_once, deliver, Watch
+from idemlib.case_study.mortgage import APPLICATION_42, open_account_message
+from idemlib.operating.steps import Connection, Watch, deliver, two_at_once
+from idemlib.operating.testing import idempotency_report
 
 
-def schema(*, unique_application: bool) -> Callable[[Connection], None]:
+def tables(*, unique_application: bool) -> Callable[[Connection], None]:
     """A ``reset`` that creates an empty ``loan_accounts`` table, with or without one account per application."""
     key = ", UNIQUE (application_id)" if unique_application else ""
 
@@ -55,7 +57,7 @@ def race(connect: Callable[[], Connection], message: Any, *, unique_application:
     delivery that failed is redelivered. One row per stretch of work, and the accounts opened."""
     setup = connect()
     try:
-        schema(unique_application=unique_application)(setup)
+        tables(unique_application=unique_application)(setup)
         setup.commit()
         isolation = setup.execute("SHOW transaction_isolation").fetchone()[0]
     finally:
@@ -81,3 +83,14 @@ def race(connect: Callable[[], Connection], message: Any, *, unique_application:
                          columns=["delivery", "statements", "what happened"])
     table.attrs.update(isolation=isolation, accounts=opened)
     return table
+
+
+def deliver_twice(connect: Callable[[], Connection], *, unique_application: bool) -> pd.DataFrame:
+    """Lesson 11's deliver-twice report for :func:`check_inside`, with or without the unique key.
+
+    Two approvals (application 42, and 7 with an ID of another length), so a consumer that
+    only ever meets one message cannot pass by accident.
+    """
+    messages = [APPLICATION_42, open_account_message("m-7-approved", 7, 120_000)]
+    return idempotency_report(check_inside, messages, connect=connect,
+                              reset=tables(unique_application=unique_application), state=accounts)

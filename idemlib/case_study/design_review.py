@@ -224,7 +224,7 @@ def _plural(count: int, noun: str) -> str:
 
 
 @functools.cache
-def _answers(design: Design, outage_hours: float) -> tuple[tuple[bool, str, str], ...]:
+def answer_runs(design: Design, outage_hours: float) -> tuple[tuple[bool, str, str], ...]:
     """For each question: whether the runs come out right, the wrong outcome in a few words, and what was measured.
 
     Each detail names only what its verdict judges, so no "yes" stands beside a wrong count.
@@ -280,7 +280,7 @@ def five_questions(design: Design, outage_hours: float = OUTAGE_HOURS) -> pd.Ser
     payout retried as late; 5. the same crash, retried at once.
     """
     return pd.Series({question: f"{'yes' if ok else 'NO'}: {detail}"
-                      for question, (ok, _, detail) in zip(QUESTIONS, _answers(design, outage_hours))},
+                      for question, (ok, _, detail) in zip(QUESTIONS, answer_runs(design, outage_hours))},
                      name=design.label)
 
 
@@ -290,7 +290,7 @@ def review(designs: tuple[Design, ...], *, outage_hours: float = OUTAGE_HOURS) -
     Question 4's redelivery and retry come ``outage_hours`` after the first attempt;
     :func:`five_questions` gives each run's full measurement.
     """
-    rows = {design.label: ["yes" if ok else f"no: {short}" for ok, short, _ in _answers(design, outage_hours)]
+    rows = {design.label: ["yes" if ok else f"no: {short}" for ok, short, _ in answer_runs(design, outage_hours)]
             for design in designs}
     return pd.DataFrame.from_dict(rows, orient="index", columns=[f"Q{n}" for n in range(1, len(QUESTIONS) + 1)])
 
@@ -320,6 +320,9 @@ class SometimesSlow(Handler):
         for step in self.handler.run(ctx):
             yield f"{step} (slow)" if slow and step.endswith("open account") else step
 
+
+DAY_FAULTS = FaultPlan(crash_rate=0.02, ack_loss_rate=0.05, seed=3)
+"""Section 3's day: 2 % of steps crash and 5 % of acks are lost, drawn the same way on every rerun."""
 
 RETRY_POLICIES = {
     "retries on: 5 attempts, 30 s lease": {"max_deliveries": 5, "visibility_timeout": 30.0},

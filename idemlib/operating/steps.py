@@ -33,9 +33,18 @@ class Crashed(BaseException):
 
 
 def describe(query: Any) -> str:
-    """A statement as a short label: its first words, whitespace folded."""
-    text = " ".join(str(query if isinstance(query, str) else getattr(query, "_obj", query)).split())
-    return text if len(text) <= 40 else text[:39] + "…"
+    """A statement as a short label: its verb and table (``INSERT INTO payments``), or the whole of a short one."""
+    text = " ".join(str(query).split())
+    words = text.split(" ")
+    verb = words[0].upper()
+    upper = [word.upper() for word in words]
+    if verb in ("INSERT", "DELETE") and len(words) > 2:
+        return " ".join(words[:3])
+    if verb == "UPDATE" and len(words) > 1:
+        return " ".join(words[:2])
+    if verb == "SELECT" and "FROM" in upper[:-1]:
+        return f"SELECT from {words[upper.index('FROM') + 1]}"
+    return text if len(text) <= 40 else verb
 
 
 class Watch:
