@@ -296,14 +296,14 @@ def review(designs: tuple[Design, ...], *, outage_hours: float = OUTAGE_HOURS) -
 
 
 def applications(count: int, *, seed: int = 12) -> list[Message]:
-    """A day of approvals: ``count`` open-account messages, one per application, seeded amounts."""
+    """A day of approvals: ``count`` open-account messages, one per application, amounts drawn the same way on every run."""
     rng = random.Random(seed)
     return [open_account_message(f"m-{number}", number, rng.randrange(50_000, 800_000, 1_000))
             for number in range(1, count + 1)]
 
 
 class SometimesSlow(Handler):
-    """``handler``, except that opening the account is slow for a seeded share of the applications.
+    """``handler``, except that opening the account is slow for a share of the applications (the same ones on every run).
 
     The slow step gets `` (slow)`` added to its name, so ``step_seconds`` can give it its
     own duration: a consumer that outlives its lease there meets its message handed
