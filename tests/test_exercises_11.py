@@ -24,14 +24,21 @@ BANKS = {
     ),
     "check_batch_crash": Bank(
         right=[("ack all",), ("crash before ack all",), ("  Ack all ",), ("ack_all",), ("before ack all",),
-               ("after the commit",)],
+               ("after the commit",), ("right after the commit",), ("Crash before ACK-ALL",), ("after commit",),
+               ("crash after the commit",)],
         wrong=[
             Wrong(("commit",), "rolls the whole batch back"),
             Wrong(("record ids",), "rolls the whole batch back"),
             Wrong(("begin",), "rolls the whole batch back"),
             Wrong(("ack",), "no step"),
             Wrong(("charge new",), "rolls the whole batch back"),
-            Wrong(("after charge new",), "no step"),
+            # Words for crash points (issue 23, class 5): none of these is "after the commit".
+            Wrong(("before the commit",), "rolls the whole batch back"),
+            Wrong(("crash before the commit",), "rolls the whole batch back"),
+            Wrong(("the commit",), "rolls the whole batch back"),
+            Wrong(("Commit",), "rolls the whole batch back"),
+            Wrong(("after charge new",), "rolls the whole batch back"),  # the moment before the commit
+            Wrong(("after ack all",), "redelivers nothing"),
             Wrong((5,), "as text"),
         ],
     ),

@@ -11,7 +11,7 @@ from idemlib.operating.batch import STEPS, consume
 from idemlib.operating.day import DAY_SECONDS, NOON, Day, clock_time, run_day
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.faults import Crash, FaultPlan
-from idemlib.messages import payment_stream
+from idemlib.messages import Message
 from idemlib.operating.metrics import SkipRateAlert, skip_rate
 from idemlib.sim import RunResult
 from idemlib.stores import DuckDBPayments
@@ -75,14 +75,22 @@ def check_batch_crash(step: Any) -> Feedback:
         return missing
     if not isinstance(step, str):
         return hint(f"Name the step as text, one of {list(STEPS)}.")
-    name = " ".join(step.lower().replace("_", " ").replace("-", " ").split())
-    name = name.removeprefix("crash ").removeprefix("before ")
-    # A crash "after the commit" is the same moment as one before the step that follows it.
-    if name.removeprefix("after ").removeprefix("the ") == "commit" and name != "commit":
-        name = STEPS[STEPS.index("commit") + 1]
+    # "crash before the commit", "the commit", "right after the commit": the words around a step name
+    # say where the crash falls, and "after X" is the moment before the step that follows X.
+    words = [word for word in step.lower().replace("_", " ").replace("-", " ").split()
+             if word not in ("crash", "the", "right", "just", "immediately", "a")]
+    after = words[:1] == ["after"]
+    name = " ".join(words[1:] if words[:1] in (["after"], ["before"]) else words)
     if name not in STEPS:
         return hint(f"The batched inbox has no step {step!r}; its steps are {list(STEPS)}.")
-    messages = payment_stream(5)
+    if after:
+        if name == STEPS[-1]:
+            return hint("After 'ack all' the batch is acknowledged: the broker redelivers nothing, so there is no "
+                        "redelivered batch to watch. Name the step before which the crash falls.")
+        name = STEPS[STEPS.index(name) + 1]
+    # IDs of different lengths, out of order, two for one order: a batch like a real one.
+    messages = [Message.charge(label, order, amount) for label, order, amount in
+                (("m-7f3", 1042, 40), ("m-10b2c", 1042, 15), ("m-1", 1044, 40), ("m-a9", 1043, 25), ("m-3e", 1045, 5))]
     result = consume(DuckDBPayments(), messages, batch_size=5, faults=FaultPlan(crashes=[Crash(name)]))
     redelivered = result.trace[(result.trace["delivery"] == 2)]
     skipped = int((redelivered["event"] == "duplicate skipped").sum())
