@@ -173,3 +173,13 @@ def test_lessons_11_deliver_twice_test_catches_the_missing_key_only_in_its_races
     assert len(failing) > 0 and failing.str.startswith("two at once").all()
     assert account_service.deliver_twice(postgres_schema.connect, unique_application=True)[
         "same state as one delivery"].all()
+
+
+def test_a_payout_called_inside_the_open_transaction_holds_its_session_and_makes_the_twin_wait(postgres_schema):
+    table = account_service.payout_placement(postgres_schema.connect)
+    inside = table.loc["call inside the open transaction"]
+    first = table.loc["call first, then the transaction"]
+    assert inside["first session during its call"] == "idle in transaction"
+    assert inside["second delivery"] == "waits for the first" and inside["payout calls (one key)"] == 1
+    assert first["second delivery"] == "does not wait" and first["payout calls (one key)"] == 2
+    assert (table["accounts"] == 1).all()

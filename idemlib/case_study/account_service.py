@@ -10,7 +10,7 @@ account. :func:`race` plays that interleaving on the server, step by step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
@@ -94,3 +94,65 @@ def deliver_twice(connect: Callable[[], Connection], *, unique_application: bool
     messages = [APPLICATION_42, open_account_message("m-7-approved", 7, 120_000)]
     return idempotency_report(check_inside, messages, connect=connect,
                               reset=tables(unique_application=unique_application), state=accounts)
+
+
+INBOX_SCHEMA = (
+    "DROP TABLE IF EXISTS loan_accounts, processed_messages",
+    "CREATE TABLE loan_accounts (application_id integer NOT NULL, amount integer NOT NULL, message_id text NOT NULL)",
+    "CREATE TABLE processed_messages (message_id text PRIMARY KEY)",
+)
+
+
+def _inbox_tables(connection: Connection) -> None:
+    for statement in INBOX_SCHEMA:
+        connection.execute(statement)
+
+
+def pay_inside(connection: Connection, message: Any) -> Iterator[str]:
+    """The inbox, with the payout called while the transaction is open (it yields the call's step)."""
+    body = message.body
+    with connection.transaction():
+        new = connection.execute("INSERT INTO processed_messages VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
+                                 (message.message_id,)).fetchone()
+        if new:
+            connection.execute("INSERT INTO loan_accounts VALUES (%s, %s, %s)",
+                               (body["application_id"], body["amount"], message.message_id))
+            yield "pay out (key m-42:payout)"
+
+
+def pay_first(connection: Connection, message: Any) -> Iterator[str]:
+    """The payout called first, with its derived key, and the transaction opened afterwards."""
+    yield "pay out (key m-42:payout)"
+    body = message.body
+    with connection.transaction():
+        new = connection.execute("INSERT INTO processed_messages VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
+                                 (message.message_id,)).fetchone()
+        if new:
+            connection.execute("INSERT INTO loan_accounts VALUES (%s, %s, %s)",
+                               (body["application_id"], body["amount"], message.message_id))
+
+
+def payout_placement(connect: Callable[[], Connection]) -> pd.DataFrame:
+    """Two deliveries of ``m-42`` at once, the first held at its payout call (a slow payment system), with the call
+    inside the open transaction and before it: what the first session is doing meanwhile, whether the second
+    waits for it, how many calls go out, and the accounts opened."""
+    rows = []
+    for name, handle in (("call inside the open transaction", pay_inside), ("call first, then the transaction", pay_first)):
+        setup = connect()
+        try:
+            _inbox_tables(setup)
+            setup.commit()
+        finally:
+            setup.close()
+        step = 3 if handle is pay_inside else 1  # the payout: after the two inserts, or first of all
+        played = two_at_once(handle, connect, APPLICATION_42, pause_before=step)
+        calls = sum(any("pay out" in step for step in steps) for steps in (played.first_steps, played.second_steps))
+        check = connect()
+        try:
+            opened = len(accounts(check))
+        finally:
+            check.close()
+        rows.append((name, played.first_state, "waits for the first" if played.second_waited else "does not wait",
+                     calls, opened))
+    return pd.DataFrame(rows, columns=["payout", "first session during its call", "second delivery",
+                                       "payout calls (one key)", "accounts"]).set_index("payout")

@@ -217,6 +217,8 @@ class Race:
     first: BaseException | None
     second: BaseException | None
     second_waited: bool
+    first_state: str | None = None
+    """What PostgreSQL said the paused first delivery's session was doing meanwhile (``idle in transaction``)."""
 
 
 def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any, pause_before: int) -> Race:
@@ -239,10 +241,24 @@ def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any,
         a.join(0.001)
     b = start(2, second)
     waited = _until_done_or_waiting(b, second, connect)
+    state = _session_state(first, connect)
     first.resume()
     a.join()
     b.join()
-    return Race(first.steps, second.steps, outcomes[1], outcomes[2], waited)
+    return Race(first.steps, second.steps, outcomes[1], outcomes[2], waited, state)
+
+
+def _session_state(watch: Watch, connect: Callable[[], Connection]) -> str | None:
+    """PostgreSQL's word for what ``watch``'s session is doing now; None on another database."""
+    pid = getattr(getattr(watch.connection, "info", None), "backend_pid", None)
+    if pid is None:
+        return None
+    monitor = connect()
+    try:
+        row = monitor.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+        return None if row is None else row[0]
+    finally:
+        monitor.close()
 
 
 def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Callable[[], Connection]) -> bool:
