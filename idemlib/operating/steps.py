@@ -173,7 +173,8 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
     """One delivery of ``message`` on a connection of its own: None when acknowledged, else what stopped it.
 
     The connection is closed without a commit afterwards, as a process's is when it
-    ends: an open transaction is lost, whatever happened.
+    ends: an open transaction is lost, whatever happened. A :class:`Sessions` given as
+    ``connect`` takes it back instead, reset as a new session would be.
     """
     connection = connect()
     watch.connection = connection
@@ -187,7 +188,7 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
     except Exception as error:  # noqa: BLE001 - a failed delivery is a result here, reported by the caller
         return error
     finally:
-        _close(connection)
+        getattr(connect, "give_back", _close)(connection)
 
 
 def _run_steps(steps: Generator[Any, None, Any], watch: Watch) -> None:
@@ -205,6 +206,41 @@ def _close(connection: Connection) -> None:
             getattr(connection, end)()
         except Exception:  # noqa: BLE001 - a connection a consumer closed itself, or one already broken
             pass
+
+
+class Sessions:
+    """``connect`` for many deliveries: a connection ends each delivery rolled back and, on PostgreSQL, reset with
+    ``DISCARD ALL`` (its locks, prepared statements and settings gone, as a dead process's are), then serves the
+    next delivery instead of a new one. Opening a connection costs more than most deliveries."""
+
+    def __init__(self, connect: Callable[[], Connection]) -> None:
+        self._connect = connect
+        self._idle: list[Connection] = []
+
+    def __call__(self) -> Connection:
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return self._connect()
+
+    def give_back(self, connection: Connection) -> None:
+        """Roll ``connection`` back and keep it for the next delivery; close it if it cannot be reset."""
+        try:
+            connection.rollback()
+            if type(connection).__module__.startswith("psycopg"):
+                autocommit = connection.autocommit
+                connection.autocommit = True  # DISCARD ALL refuses to run inside a transaction
+                connection.execute("DISCARD ALL")
+                connection.autocommit = autocommit
+        except Exception:  # noqa: BLE001 - closed by the consumer, or broken: a new one serves next time
+            _close(connection)
+        else:
+            self._idle.append(connection)
+
+    def close(self) -> None:
+        """Close every connection kept."""
+        while self._idle:
+            _close(self._idle.pop())
 
 
 @dataclass
@@ -258,7 +294,7 @@ def _session_state(watch: Watch, connect: Callable[[], Connection]) -> str | Non
         row = monitor.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
         return None if row is None else row[0]
     finally:
-        monitor.close()
+        getattr(connect, "give_back", _close)(monitor)
 
 
 def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Callable[[], Connection]) -> bool:
@@ -275,4 +311,4 @@ def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Call
             thread.join(0.002)
         return False
     finally:
-        monitor.close()
+        getattr(connect, "give_back", _close)(monitor)

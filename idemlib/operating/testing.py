@@ -48,7 +48,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 
-from idemlib.operating.steps import Connection, Handle, Watch, deliver, two_at_once
+from idemlib.operating.steps import Connection, Handle, Sessions, Watch, deliver, two_at_once
 from idemlib.stores.postgres_store import postgres_url
 
 MAX_DELIVERIES = 3
@@ -130,12 +130,12 @@ def _at_once(step: int) -> Callable[..., None]:
     return play
 
 
-def _on_postgres(connect: Callable[[], Connection]) -> bool:
+def _on_postgres(connect: Sessions) -> bool:
     connection = connect()
     try:
         return type(connection).__module__.startswith("psycopg")
     finally:
-        connection.close()
+        connect.give_back(connection)
 
 
 def _difference(once: Any, got: Any) -> str:
@@ -163,6 +163,15 @@ def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Call
     messages = list(messages)
     if not messages:
         raise ValueError("give assert_idempotent at least one message: with none, every consumer passes")
+    sessions = Sessions(connect)
+    try:
+        return _report(handle, messages, sessions, reset, state)
+    finally:
+        sessions.close()
+
+
+def _report(handle: Handle, messages: list[Any], connect: Sessions, reset: Callable[[Connection], None],
+            state: Callable[[Connection], Any]) -> pd.DataFrame:
 
     def fresh() -> Any:
         with_reset = connect()
@@ -171,14 +180,14 @@ def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Call
             with_reset.commit()
             return state(with_reset)
         finally:
-            with_reset.close()
+            connect.give_back(with_reset)
 
     def read() -> Any:
         connection = connect()
         try:
             return state(connection)
         finally:
-            connection.close()
+            connect.give_back(connection)
 
     before = fresh()
     names: list[str] = []  # the steps of the longest delivery, to name the crash points
