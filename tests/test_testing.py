@@ -9,7 +9,7 @@ import pytest
 
 from idemlib.messages import Message
 from idemlib.operating import consumers
-from idemlib.operating.steps import Crashed, Watch, deliver
+from idemlib.operating.steps import Crashed, Sessions, Watch, deliver
 from idemlib.operating.testing import NotIdempotent, assert_idempotent, idempotency_report
 
 pytest_plugins = ["idemlib.operating.pytest_plugin"]
@@ -126,3 +126,19 @@ def test_no_messages_is_refused_with_a_reason(tmp_path):
     with pytest.raises(ValueError, match="at least one message"):
         assert_idempotent(lambda c, m: None, [], connect=sqlite_database(tmp_path), reset=sqlite_reset,
                           state=lambda c: [])
+
+
+def test_a_session_given_back_after_a_crash_holds_no_lock_and_no_open_transaction(postgres_schema):
+    sessions = Sessions(postgres_schema.connect)
+    connection = sessions()
+    connection.execute("SELECT pg_advisory_lock(42)")  # a session lock: a rollback alone keeps it
+    connection.execute("CREATE TABLE IF NOT EXISTS t (x int)")
+    connection.execute("INSERT INTO t VALUES (1)")
+    sessions.give_back(connection)
+    again = sessions()
+    assert again is connection, "the session is reused"
+    held = again.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+    assert held.fetchone() == (0,)
+    assert again.execute("SELECT to_regclass('t')").fetchone() == (None,), "the open transaction was rolled back"
+    sessions.give_back(again)
+    sessions.close()

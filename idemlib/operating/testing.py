@@ -16,7 +16,11 @@ again under every scenario that makes duplicates, each from the same starting st
 - on PostgreSQL, two deliveries of the same message at once: the first paused before
   each of its steps in turn while the second runs (until it ends or waits for a lock).
 
-A delivery that raises is redelivered, as a broker would, up to three times in all.
+Each delivery ends without a commit of the helper's, as a process's does when it dies
+(its open transaction is lost); the session is then reset (on PostgreSQL with
+``DISCARD ALL``) and serves the next delivery, since opening a connection costs more
+than most deliveries. A delivery that raises is redelivered, as a broker would, up to
+three times in all.
 Every message must end acknowledged, and the state must equal one delivery's. If
 not, :class:`NotIdempotent` (an ``AssertionError``) names the scenario, the message
 and the difference. In a pytest suite::
