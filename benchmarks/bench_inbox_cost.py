@@ -34,7 +34,7 @@ def main() -> None:
     print(f"\nThe inbox against the naive consumer, {PER_MESSAGE} messages, no faults, best of 3:")
     for engine, row in table.iterrows():
         print(f"  {engine:10}  naive {row['naive (ms per message)']:6.3f} ms   inbox {row['inbox (ms per message)']:6.3f} ms"
-              f"   inbox / naive = {row['inbox / naive']:.2f}", flush=True)
+              f"   inbox / naive = {row['inbox / naive, lowest']:.2f}", flush=True)
     print("\nThe batched inbox against a raw bulk insert of the same rows (messages per second):")
     for size in BATCH_SIZES:
         count = messages_for(size)

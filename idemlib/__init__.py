@@ -27,5 +27,17 @@ __all__ = [
     "HANDLERS", "RUNNING_EXAMPLE", "AckFirstHandler", "BadMessage", "Broker", "Charge", "Crash", "DeadLetter",
     "Delivery", "DuckDBPayments", "FaultPlan", "Handler", "IdFirstHandler", "InboxHandler", "LostAck", "Message",
     "NaiveHandler", "RunResult", "WorkFirstHandler", "WriteConflict", "fault_sweep", "crash_matrix", "fact",
-    "handler_named", "load_facts", "parse_charge", "payment_stream", "simulate",
+    "handler_named", "load_facts", "parse_charge", "payment_stream", "simulate", "assert_idempotent",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``from idemlib import assert_idempotent``: lesson 11's deliver-twice helper, for a reader's own suite.
+
+    Imported on first use only: it lives a layer up (``idemlib.operating``), which imports this package.
+    """
+    if name == "assert_idempotent":
+        from idemlib.operating.testing import assert_idempotent
+
+        return assert_idempotent
+    raise AttributeError(f"module 'idemlib' has no attribute {name!r}")

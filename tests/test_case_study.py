@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from idemlib.case_study import account_service
 from idemlib.case_study.design_review import (MISTAKES, SAFE, Design, applications, at_once, crash_matrix, five_questions,
-                                   race, reproduce_mistakes, retry_policies, run)
+                                   race, reproduce_mistakes, retry_policies, review, run)
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import BadMessage, Message
 from idemlib.case_study.mortgage import APPLICATION_42, AccountService, parse_open_account
 from idemlib.case_study.outbox import ApprovalService, RelayCrashed
+
+pytest_plugins = ["idemlib.operating.pytest_plugin"]
 
 
 def test_a_lost_ack_opens_a_second_account_without_a_guard():
@@ -63,7 +66,7 @@ def test_every_safe_design_opens_one_account_in_every_interleaving(design):
 def test_the_five_questions_tell_the_mistakes_from_the_safe_designs():
     for design in SAFE:
         assert all(answer.startswith("yes") for answer in five_questions(design)), design.label
-    # Each mistake fails the question the seed ties it to (1-based, in the seed's order).
+    # Each mistake fails the question the article ties it to (1-based, in its order).
     expected_no = {MISTAKES[0]: 3, MISTAKES[1]: 2, MISTAKES[2]: 1, MISTAKES[3]: 4, MISTAKES[4]: 5}
     for design, question in expected_no.items():
         assert five_questions(design).iloc[question - 1].startswith("NO"), (design.label, question)
@@ -71,11 +74,33 @@ def test_the_five_questions_tell_the_mistakes_from_the_safe_designs():
     assert "two consumers at once: 2 accounts" in five_questions(MISTAKES[0]).iloc[0]
 
 
-def test_keys_must_outlive_the_longest_outage_not_just_the_usual_one():
+def test_the_short_table_never_says_yes_beside_a_wrong_outcome():
+    table = review(MISTAKES + SAFE)
+    assert list(table.columns) == ["Q1", "Q2", "Q3", "Q4", "Q5"]
+    assert set(table.stack()) - {"yes"} == {cell for cell in table.stack() if cell.startswith("no: ")}
+    # Every detail of a yes names no doubled count.
+    for design in MISTAKES + SAFE:
+        for answer in five_questions(design):
+            if answer.startswith("yes"):
+                assert "2 accounts" not in answer and "2 payouts" not in answer, (design.label, answer)
+
+
+def test_the_service_keeps_its_own_ids_and_looks_the_payout_up_when_the_outage_outlasts_the_payment_systems_keys():
     inbox = SAFE[0]
     assert five_questions(inbox, 3).iloc[3].startswith("yes")
-    assert five_questions(inbox, 30).iloc[3] == "NO: keys kept 24 h, retry 30 h later: 1 account, 2 payouts"
-    assert five_questions(Design("longer", key_hours=30.5), 30).iloc[3].startswith("yes")
+    # 30 h: the service still knows m-42, but the payment system (24 h) has forgotten m-42:payout.
+    assert review((inbox,), outage_hours=30).iloc[0]["Q4"] == "no: 2 payouts after the late retry"
+    # Its own IDs pruned after 2 h: the redelivery opens a second account, whatever the payment system keeps.
+    pruned = Design("pruned", keep_hours=2, reconcile=True)
+    assert review((pruned,), outage_hours=3).iloc[0]["Q4"] == "no: 2 accounts after the late redelivery"
+    assert five_questions(Design("both", keep_hours=30.5, reconcile=True), 30).iloc[3].startswith("yes")
+
+
+def test_a_reconciling_service_still_shows_a_key_made_up_per_attempt():
+    # The lookup hides a lost answer's retry; a refused first call is retried, and the new key shows.
+    made_up = Design("made up", payout_key="per attempt", reconcile=True)
+    assert review((made_up,)).iloc[0]["Q2"] == "no: a new key per call"
+    assert run(made_up, refuse_first_payout=True).payouts == 1
 
 
 def test_retries_off_lose_accounts_and_careful_retries_still_duplicate():
@@ -117,9 +142,10 @@ def test_a_malformed_message_is_dead_lettered_and_the_good_one_still_opens_its_a
 
 @pytest.mark.parametrize("settings, message", [({"guard": "inbx"}, "guard must be one of"),
                                                ({"payout_key": "Derived"}, "payout_key must be one of"),
-                                               ({"key_hours": 0}, "key_hours must be"),
-                                               ({"key_hours": float("nan")}, "key_hours must be"),
-                                               ({"key_hours": "24"}, "key_hours must be")])
+                                               ({"keep_hours": 0}, "keep_hours must be"),
+                                               ({"keep_hours": float("nan")}, "keep_hours must be"),
+                                               ({"keep_hours": "24"}, "keep_hours must be"),
+                                               ({"reconcile": "yes"}, "reconcile must be")])
 def test_a_design_is_refused_when_built_with_a_setting_it_cannot_run(settings, message):
     with pytest.raises(ValueError, match=message):
         Design("mine", **settings)
@@ -130,3 +156,30 @@ def test_a_design_with_an_unknown_setting_says_what_it_accepts():
         AccountService("cache")
     with pytest.raises(ValueError, match="payout_key must be one of"):
         AccountService("inbox", "random")
+
+
+def test_on_postgres_the_check_inside_the_transaction_opens_two_accounts_unless_a_unique_key_settles_it(postgres_schema):
+    without = account_service.race(postgres_schema.connect, APPLICATION_42, unique_application=False)
+    assert (without.attrs["isolation"], without.attrs["accounts"]) == ("read committed", 2)
+    with_key = account_service.race(postgres_schema.connect, APPLICATION_42, unique_application=True)
+    assert with_key.attrs["accounts"] == 1
+    assert "UniqueViolation" in with_key["what happened"].iloc[2]
+    assert with_key["what happened"].iloc[-1] == "found the account; acknowledged"
+
+
+def test_lessons_11_deliver_twice_test_catches_the_missing_key_only_in_its_races(postgres_schema):
+    report = account_service.deliver_twice(postgres_schema.connect, unique_application=False)
+    failing = report[~report["same state as one delivery"]]["scenario"]
+    assert len(failing) > 0 and failing.str.startswith("two at once").all()
+    assert account_service.deliver_twice(postgres_schema.connect, unique_application=True)[
+        "same state as one delivery"].all()
+
+
+def test_a_payout_called_inside_the_open_transaction_holds_its_session_and_makes_the_twin_wait(postgres_schema):
+    table = account_service.payout_placement(postgres_schema.connect)
+    inside = table.loc["call inside the open transaction"]
+    first = table.loc["call first, then the transaction"]
+    assert inside["first session during its call"] == "idle in transaction"
+    assert inside["second delivery"] == "waits for the first" and inside["payout calls (one key)"] == 1
+    assert first["second delivery"] == "does not wait" and first["payout calls (one key)"] == 2
+    assert (table["accounts"] == 1).all()

@@ -2,36 +2,47 @@
 
 from __future__ import annotations
 
+import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.operating.metrics import SkipRateAlert
 
 BANKS = {
     "check_alert_rule": Bank(
-        right=[(SkipRateAlert(threshold=0.1, windows=1),), (SkipRateAlert(0.2, 1),),
-               (SkipRateAlert(threshold=0.07, windows=1, min_handled=10),)],
+        right=[(SkipRateAlert(threshold=0.1, windows=1, min_handled=10),), (SkipRateAlert(0.2, 1, 6),),
+               (SkipRateAlert(threshold=0.07, windows=1, min_handled=10),),
+               (SkipRateAlert(threshold=np.float64(0.1), windows=np.int64(1), min_handled=np.int64(12)),)],
         wrong=[
-            # The lesson's own rule: right for "within an hour", a window too slow for 12:15.
-            Wrong((SkipRateAlert(threshold=0.15, windows=2),), "how many windows after noon"),
-            Wrong((SkipRateAlert(threshold=0.05, windows=1),), "quiet day"),
-            Wrong((SkipRateAlert(threshold=0.3, windows=1),), "first window after noon"),
-            Wrong((SkipRateAlert(threshold=0.1, windows=1, min_handled=15),), "how many deliveries"),
+            # The lesson's own rule: it pages at the quiet hour, two thin windows of one skip each.
+            Wrong((SkipRateAlert(threshold=0.15, windows=2),), "quiet hour"),
+            # The old answer, one window: fast enough, but the floor of 5 lets a thin window page at night.
+            Wrong((SkipRateAlert(threshold=0.1, windows=1),), "quiet hour"),
+            Wrong((SkipRateAlert(threshold=0.15, windows=2, min_handled=10),), "how many windows after noon"),
+            Wrong((SkipRateAlert(threshold=0.05, windows=1, min_handled=10),), "quiet day"),
+            Wrong((SkipRateAlert(threshold=0.3, windows=1, min_handled=10),), "first window after noon"),
+            Wrong((SkipRateAlert(threshold=0.1, windows=1, min_handled=16),), "how many deliveries"),
             Wrong((SkipRateAlert(threshold=0.06, windows=1, min_handled=1),), "quiet day"),
-            Wrong((SkipRateAlert(threshold=0.5, windows=1),), "after 12:15"),
-            Wrong((SkipRateAlert(threshold=0.9, windows=2),), "never fires"),
+            Wrong((SkipRateAlert(threshold=0.9, windows=2, min_handled=10),), "never fires"),
             Wrong((0.15,), "SkipRateAlert"),
         ],
     ),
     "check_batch_crash": Bank(
         right=[("ack all",), ("crash before ack all",), ("  Ack all ",), ("ack_all",), ("before ack all",),
-               ("after the commit",)],
+               ("after the commit",), ("right after the commit",), ("Crash before ACK-ALL",), ("after commit",),
+               ("crash after the commit",)],
         wrong=[
             Wrong(("commit",), "rolls the whole batch back"),
             Wrong(("record ids",), "rolls the whole batch back"),
             Wrong(("begin",), "rolls the whole batch back"),
             Wrong(("ack",), "no step"),
             Wrong(("charge new",), "rolls the whole batch back"),
-            Wrong(("after charge new",), "no step"),
+            # Words for crash points (issue 23, class 5): none of these is "after the commit".
+            Wrong(("before the commit",), "rolls the whole batch back"),
+            Wrong(("crash before the commit",), "rolls the whole batch back"),
+            Wrong(("the commit",), "rolls the whole batch back"),
+            Wrong(("Commit",), "rolls the whole batch back"),
+            Wrong(("after charge new",), "rolls the whole batch back"),  # the moment before the commit
+            Wrong(("after ack all",), "redelivers nothing"),
             Wrong((5,), "as text"),
         ],
     ),

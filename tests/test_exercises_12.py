@@ -2,45 +2,54 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.case_study.design_review import Design
 
+# The design of exercise 1: the inbox, its IDs deleted after two hours, every payout looked up first.
+RIGHT = ["yes", "yes", "yes", "no", "yes"]
+
 BANKS = {
     "check_five_answers": Bank(
-        right=[(["no", "yes", "no", "no", "yes"],), ((False, True, False, False, True),),
-               (["No ", "y", "n", "FALSE", "true"],),
-               ({"q1": "no", "q2": "yes", "q3": "no", "q4": "no", "q5": "yes"},),
-               ({"q5": "yes", "q3": "no", "q1": "no", "q4": "no", "q2": "yes"},),  # keys give the order
-               (np.array([False, True, False, False, True]),), ("no, yes, no, no, yes",), ("No Yes No No Yes",)],
+        right=[(RIGHT,), ((True, True, True, False, True),), (["Yes ", "y", "YES", "n", "true"],),
+               ({"q1": "yes", "q2": "yes", "q3": "yes", "q4": "no", "q5": "yes"},),
+               ({"q5": "yes", "q3": "yes", "q1": "yes", "q4": "no", "q2": "yes"},),  # keys give the order
+               (np.array([True, True, True, False, True]),), ("yes, yes, yes, no, yes",), ("Yes Yes Yes No Yes",)],
         wrong=[
-            Wrong((["yes"] * 5,), "question 1"),
-            Wrong((["no"] * 5,), "question 2"),  # "no guard, so every answer is no"
-            Wrong((["no", "no", "no", "no", "yes"],), "question 2"),  # the lost answer taken for a second payout
-            Wrong((["no", "yes", "no", "no", "no"],), "question 5"),
-            Wrong((["no", "yes", "no", "yes", "yes"],), "question 4"),  # section 2's service with 24 h keys
-            Wrong((["no", "yes", "yes", "no", "yes"],), "question 3"),
-            Wrong((["yes", "yes", "no", "no", "yes"],), "question 1"),  # mistakes 1 and 4 combined, the old design
-            Wrong((["no", "yes", "no"],), "five"),
-            Wrong(("no, yes, no",), "five"),
-            Wrong(("no yes no no yes yes",), "five"),
-            Wrong((["no", "yes", "maybe", "no", "yes"],), "yes or no"),
+            # The lookup taken for a cure of question 4: it saves the money, not the account.
+            Wrong((["yes"] * 5,), "question 4"),
+            Wrong((["no"] * 5,), "question 1"),
+            # Pruning taken to break prompt duplicates too.
+            Wrong((["no", "yes", "yes", "no", "yes"],), "question 1"),
+            Wrong((["yes", "no", "yes", "no", "yes"],), "question 2"),  # the lookup taken for a second key
+            Wrong((["yes", "yes", "no", "no", "yes"],), "question 3"),
+            Wrong((["yes", "yes", "yes", "no", "no"],), "question 5"),  # the payout call inside the transaction
+            Wrong((["yes", "yes", "yes", "no"],), "five"),
+            Wrong(("yes, yes, yes",), "five"),
+            Wrong(("yes yes yes no yes yes",), "five"),
+            Wrong((["yes", "yes", "maybe", "no", "yes"],), "yes or no"),
         ],
     ),
     "check_safe_design": Bank(
-        right=[(Design("mine", guard="version", key_hours=48),), (Design("inbox", guard="inbox", key_hours=72),),
-               (Design("keys forever", key_hours=float("inf")),), (Design("just longer", key_hours=30.5),),
-               (Design("constraint", guard="unique application", payout_key="derived", key_hours=31),)],
+        right=[(Design("mine", guard="version", reconcile=True),),
+               (Design("inbox kept two days", keep_hours=48, reconcile=True),),
+               (Design("kept forever", keep_hours=math.inf, reconcile=True),),
+               (Design("just longer", keep_hours=30.5, reconcile=True),),
+               (Design("constraint", guard="unique application", payout_key="derived", keep_hours=1, reconcile=True),)],
         wrong=[
-            Wrong((Design("the table's inbox"),), "question 4"),  # 24 h keys: copied from the review above
-            Wrong((Design("as long as the outage", guard="version", key_hours=30),), "question 4"),
-            Wrong((Design("memory", guard="memory", key_hours=48),), "question 1"),
-            Wrong((Design("fresh key", payout_key="per attempt", key_hours=48),), "question 2"),
-            Wrong((Design("no key", guard="version", payout_key="none", key_hours=48),), "question 5"),
-            Wrong((Design("read first", guard="check outside", key_hours=48),), "question 3"),
-            Wrong((Design("nothing", guard="none", key_hours=float("inf")),), "question 1"),
-            Wrong(({"guard": "inbox", "key_hours": 48},), "Design"),
+            # The plain inbox: its IDs are kept, but the payment system forgets the key after 24 h.
+            Wrong((Design("the table's inbox"),), "question 4"),
+            Wrong((Design("IDs a day", keep_hours=24, reconcile=True),), "after the late redelivery"),
+            Wrong((Design("IDs forever, no lookup", keep_hours=math.inf),), "after the late retry"),
+            Wrong((Design("memory", guard="memory", reconcile=True),), "question 1"),
+            Wrong((Design("fresh key", payout_key="per attempt", reconcile=True),), "question 2"),
+            Wrong((Design("no key", guard="version", payout_key="none", reconcile=True),), "question 5"),
+            Wrong((Design("read first", guard="check outside", reconcile=True),), "question 3"),
+            Wrong((Design("nothing", guard="none", reconcile=True),), "question 1"),
+            Wrong(({"guard": "inbox", "keep_hours": 48, "reconcile": True},), "Design"),
         ],
     ),
 }

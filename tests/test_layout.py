@@ -65,7 +65,9 @@ def test_every_subpackage_says_what_it_holds_and_is_in_the_readme_map() -> None:
 
 def test_imports_flow_one_way() -> None:
     wrong = [f"{source} imports {target}" for source, targets in graph().items() for target in targets
-             if layer(target) > layer(source) and not (source == "idemlib" and layer(target) == 0)]
+             if layer(target) > layer(source) and not (source == "idemlib" and layer(target) == 0)
+             # The deliver-twice helper is re-exported, on first use, for readers' own suites.
+             and (source, target) != ("idemlib", "idemlib.operating.testing")]
     assert not wrong, "a lower layer imports a higher one:\n" + "\n".join(wrong)
 
 

@@ -1,65 +1,144 @@
-"""The deliver-twice helper: it catches consumers that duplicates hurt, passes the inbox, and says which message."""
+"""The deliver-twice helper on real consumers: it catches what duplicates hurt, passes the inbox, says which message."""
 
 from __future__ import annotations
 
+import sqlite3
+from typing import Any
+
 import pytest
 
-from idemlib import IdFirstHandler, InboxHandler, NaiveHandler, payment_stream
-from idemlib.explore import RUNNING_EXAMPLE
-from idemlib.handlers import BusinessRowHandler, WorkFirstHandler
-from idemlib.operating.testing import NotIdempotent, assert_idempotent, idempotency_report, scenarios
+from idemlib.messages import Message
+from idemlib.operating import consumers
+from idemlib.operating.steps import Crashed, Sessions, Watch, deliver
+from idemlib.operating.testing import NotIdempotent, assert_idempotent, idempotency_report
+
+pytest_plugins = ["idemlib.operating.pytest_plugin"]
+
+# IDs of different lengths, falling then rising, two charges for one order: nothing a wrong consumer can lean on.
+MESSAGES = [Message.charge("m-7f3", 1042, 40), Message.charge("m-10b2c", 1042, 15), Message.charge("m-1", 1044, 40)]
 
 
-def test_the_inbox_passes_every_scenario_on_every_engine(engine):
-    report = assert_idempotent(InboxHandler(), payment_stream(4), database=lambda: engine.__class__())
-    assert (report["changed by the duplicate"] == 0).all()
-    assert len(report) == 3 + len(InboxHandler.steps)
+def check_inside(connection: Any, message: Message) -> None:
+    """The duplicate check inside the transaction, with no unique key behind it."""
+    with connection.transaction():
+        seen = connection.execute("SELECT 1 FROM payments WHERE message_id = %s", (message.message_id,)).fetchone()
+        if seen is None:
+            connection.execute("INSERT INTO payments VALUES (%s, %s, %s)",
+                               (message.body["order_id"], message.body["amount"], message.message_id))
 
 
-def test_the_naive_handler_fails_and_the_message_names_the_message_and_the_doubled_charge():
+def test_the_naive_consumer_fails_and_the_text_names_the_scenario_and_the_extra_rows(postgres_schema):
     with pytest.raises(NotIdempotent) as caught:
-        assert_idempotent(NaiveHandler(), [RUNNING_EXAMPLE])
+        assert_idempotent(consumers.naive_consumer, MESSAGES, connect=postgres_schema.connect,
+                          reset=consumers.reset, state=consumers.payments)
     text = str(caught.value)
-    assert "m-7f3 (charge order 1042 $40): charged 2 times, $80; one delivery charges 1 time, $40" in text
-    assert "every message delivered twice, in order" in text
-    assert "crash before commit" not in text, "a crash before the commit rolls back: that scenario passes"
+    assert "every message twice in a row (the ack lost): extra [(1042, 15), (1042, 40), (1044, 40)]" in text
+    assert "crash before" not in text, "a crash before the insert or the commit rolls back: those scenarios pass"
 
 
-def test_a_lost_charge_fails_too():
-    with pytest.raises(NotIdempotent, match=r"charged 0 times, \$0; one delivery charges 1 time, \$40"):
-        assert_idempotent(IdFirstHandler(), [RUNNING_EXAMPLE])
+def test_the_inbox_consumer_passes_every_scenario_including_two_deliveries_at_once(postgres_schema):
+    report = assert_idempotent(consumers.inbox_consumer, MESSAGES, connect=postgres_schema.connect,
+                               reset=consumers.reset, state=consumers.payments)
+    assert report["same state as one delivery"].all()
+    # Three statements (two inserts and the commit): two plain runs, three crash points, three paused races.
+    assert len(report) == 2 + 3 + 3 and report["scenario"].str.startswith("two at once").sum() == 3
 
 
-def test_work_first_is_caught_only_by_the_crash_between_its_writes():
-    report = idempotency_report(WorkFirstHandler(), payment_stream(3))
-    failing = report[report["changed by the duplicate"] > 0]["scenario"].tolist()
-    assert failing == ["crash before record id on every first delivery"]
+def test_a_check_inside_the_transaction_without_a_unique_key_fails_only_when_two_deliveries_race(postgres_schema):
+    report = idempotency_report(check_inside, MESSAGES, connect=postgres_schema.connect,
+                                reset=consumers.reset, state=consumers.payments)
+    failing = report[~report["same state as one delivery"]]["scenario"]
+    assert len(failing) > 0 and failing.str.startswith("two at once").all()
 
 
-def test_the_business_row_passes_when_each_message_charges_its_own_order():
-    assert_idempotent(BusinessRowHandler(), payment_stream(5))
+def test_a_duplicate_that_raises_is_reported_as_never_acknowledged(postgres_schema):
+    def strict(connection: Any, message: Message) -> None:
+        connection.execute("INSERT INTO processed_messages VALUES (%s)", (message.message_id,))  # no ON CONFLICT
+        connection.execute("INSERT INTO payments VALUES (%s, %s, %s)",
+                           (message.body["order_id"], message.body["amount"], message.message_id))
+        connection.commit()
+
+    with pytest.raises(NotIdempotent, match=r"m-7f3 failed on all 3 deliveries \(UniqueViolation"):
+        assert_idempotent(strict, MESSAGES[:1], connect=postgres_schema.connect,
+                          reset=consumers.reset, state=consumers.payments)
 
 
-def test_the_shuffle_is_seeded_and_keeps_both_copies_of_every_message():
-    messages = payment_stream(6)
-    first = scenarios(InboxHandler(), messages, seed=3)
-    again = scenarios(InboxHandler(), messages, seed=3)
-    name = "every message delivered twice, shuffled (seed 3)"
-    assert first[name][0] == again[name][0]
-    assert sorted(m.label for m in first[name][0]) == sorted(m.label for m in messages for _ in range(2))
+def test_a_consumer_that_forgets_to_commit_is_refused_rather_than_passed(postgres_schema):
+    def uncommitted(connection: Any, message: Message) -> None:
+        connection.execute("INSERT INTO payments VALUES (1, 1, 'x')")
+
+    with pytest.raises(ValueError, match="changed nothing"):
+        assert_idempotent(uncommitted, MESSAGES, connect=postgres_schema.connect,
+                          reset=consumers.reset, state=consumers.payments)
 
 
-def test_no_messages_is_refused_with_a_reason():
+def sqlite_database(tmp_path) -> Any:
+    path = tmp_path / "consumer.db"
+    return lambda: sqlite3.connect(path)
+
+
+def sqlite_reset(connection: sqlite3.Connection) -> None:
+    connection.executescript("DROP TABLE IF EXISTS payments; DROP TABLE IF EXISTS processed_messages; "
+                             "CREATE TABLE payments (order_id, amount, message_id); "
+                             "CREATE TABLE processed_messages (message_id PRIMARY KEY);")
+
+
+def test_steps_the_consumer_yields_are_crash_points_too_and_an_email_outside_the_state_goes_unseen(tmp_path):
+    sent: list[str] = []
+
+    def inbox_then_email(connection: sqlite3.Connection, message: Message) -> Any:
+        new = connection.execute("INSERT INTO processed_messages VALUES (?) ON CONFLICT DO NOTHING RETURNING 1",
+                                 (message.message_id,)).fetchone()
+        if new:
+            connection.execute("INSERT INTO payments VALUES (?, ?, ?)",
+                               (message.body["order_id"], message.body["amount"], message.message_id))
+            yield "send the receipt"
+            sent.append(message.message_id)  # an email: no row in the database records it
+        connection.commit()
+
+    report = assert_idempotent(inbox_then_email, MESSAGES, connect=sqlite_database(tmp_path), reset=sqlite_reset,
+                               state=lambda c: sorted(c.execute("SELECT order_id, amount FROM payments").fetchall()))
+    assert report["scenario"].str.contains("step 'send the receipt'").any()
+    assert not report["scenario"].str.startswith("two at once").any(), "races are played on PostgreSQL only"
+    # The state passes; the customer got more receipts than messages: what `state` does not read, the helper cannot see.
+    assert len(sent) > len(MESSAGES) * len(report)
+
+
+def test_a_crash_cannot_be_caught_by_the_consumer_and_rolls_its_transaction_back(tmp_path):
+    connect = sqlite_database(tmp_path)
+    setup = connect()
+    sqlite_reset(setup)
+    setup.commit()
+
+    def swallowing(connection: sqlite3.Connection, message: Message) -> None:
+        try:
+            connection.execute("INSERT INTO payments VALUES (1, 40, 'm')")
+            connection.commit()
+        except Exception:  # noqa: BLE001 - the point: a death is not an Exception
+            pass
+
+    outcome = deliver(swallowing, connect, MESSAGES[0], Watch(crash_at=2))
+    assert isinstance(outcome, Crashed)
+    assert connect().execute("SELECT count(*) FROM payments").fetchone() == (0,)
+
+
+def test_no_messages_is_refused_with_a_reason(tmp_path):
     with pytest.raises(ValueError, match="at least one message"):
-        assert_idempotent(InboxHandler(), [])
+        assert_idempotent(lambda c, m: None, [], connect=sqlite_database(tmp_path), reset=sqlite_reset,
+                          state=lambda c: [])
 
 
-def test_a_handler_that_charges_nothing_is_refused_rather_than_passed():
-    class AcksOnly(NaiveHandler):
-        name = "acks only"
-
-        def apply_charge(self, ctx, charge):  # noqa: ANN001
-            """Writes nothing: every scenario would compare no payments with no payments."""
-
-    with pytest.raises(ValueError, match="committed no payment"):
-        assert_idempotent(AcksOnly(), payment_stream(2))
+def test_a_session_given_back_after_a_crash_holds_no_lock_and_no_open_transaction(postgres_schema):
+    sessions = Sessions(postgres_schema.connect)
+    connection = sessions()
+    connection.execute("SELECT pg_advisory_lock(42)")  # a session lock: a rollback alone keeps it
+    connection.execute("CREATE TABLE IF NOT EXISTS t (x int)")
+    connection.execute("INSERT INTO t VALUES (1)")
+    sessions.give_back(connection)
+    again = sessions()
+    assert again is connection, "the session is reused"
+    held = again.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+    assert held.fetchone() == (0,)
+    assert again.execute("SELECT to_regclass('t')").fetchone() == (None,), "the open transaction was rolled back"
+    sessions.give_back(again)
+    sessions.close()

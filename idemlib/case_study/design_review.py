@@ -1,15 +1,17 @@
-"""Reviewing a design of the mortgage case (lesson 12): run it under faults and answer the seed's five questions.
+"""Reviewing a design of the mortgage case (lesson 12): run it under faults and answer the article's five questions.
 
 A :class:`Design` is one setting of the account service (its guard, its payout key,
-how long the payment system keeps keys). Every function here runs designs on the
+how long it keeps its own processed IDs, whether it looks a payout up before sending
+it). The payment system is not the team's to tune: it keeps keys as Stripe's v1 API
+may, 24 hours. Every function here runs designs on the
 course's simulator and reports what they did to loan accounts and payouts, so each
 cell of the lesson's tables comes from a run, never from a hand-written verdict.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +20,7 @@ import pandas as pd
 
 from idemlib.explore import fault_points, interleavings
 from idemlib.facts import fact_seconds
-from idemlib.faults import Crash, FaultPlan, LostResponse
+from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.handlers import Context, Handler, Steps
 from idemlib.messages import Message
 from idemlib.case_study.mortgage import (
@@ -47,26 +49,38 @@ class RecordingPaymentSystem(PaymentProvider):
         """Loans really paid out."""
         return len(self.charges)
 
+    def paid(self, application_id: int) -> bool:
+        """Whether this application's loan has been paid out: the lookup a reconciliation makes."""
+        return bool(self.charges_for(application_id))
+
 
 @dataclass(frozen=True)
 class Design:
-    """One way to build the account service: its guard, its payout key, and how long the payment system keeps keys."""
+    """One way to build the account service: its guard, its payout key, how long it keeps its processed IDs
+    (``keep_hours``; ``math.inf``, the default, for never pruned), and whether it looks the payout up at
+    the payment system before sending it (``reconcile``)."""
 
     label: str
     guard: str = "inbox"
     payout_key: str = "derived"
-    key_hours: float = fact_seconds("stripe_v1_key_min_age") / 3600
+    keep_hours: float = math.inf
+    reconcile: bool = False
 
     def __post_init__(self) -> None:
-        hours = self.key_hours
-        if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not 0 < hours <= float("inf"):
-            raise ValueError(f"key_hours must be a number of hours above 0 (float('inf') for keys kept forever), "
+        hours = self.keep_hours
+        if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not 0 < hours <= math.inf:
+            raise ValueError(f"keep_hours must be a number of hours above 0 (math.inf for IDs kept forever), "
                              f"not {hours!r}")
+        if not isinstance(self.reconcile, bool):
+            raise ValueError(f"reconcile must be True or False, not {self.reconcile!r}")
         self.service()  # an unknown guard or payout key is refused here, naming the accepted ones
 
-    def service(self) -> AccountService:
-        """A fresh account service (a fresh process: nothing in memory)."""
-        return AccountService(self.guard, self.payout_key)
+    def service(self, payments: RecordingPaymentSystem | None = None) -> AccountService:
+        """A fresh account service (a fresh process: nothing in memory), looking payouts up at ``payments``."""
+        look_up = None
+        if self.reconcile:
+            look_up = payments.paid if payments is not None else _no_payment_system
+        return AccountService(self.guard, self.payout_key, keep_hours=self.keep_hours, look_up=look_up)
 
     def bank(self) -> LoanBank:
         """An empty database, with the business constraint where this design relies on it."""
@@ -75,9 +89,13 @@ class Design:
         return bank
 
     def payment_system(self) -> RecordingPaymentSystem:
-        """A fresh payment system keeping keys ``key_hours``."""
-        return RecordingPaymentSystem(dataclasses.replace(behaviours()["stripe-v1"],
-                                                          retention_seconds=self.key_hours * 3600))
+        """A fresh payment system, keeping keys as Stripe's v1 API may: 24 hours."""
+        return RecordingPaymentSystem(behaviours()["stripe-v1"])
+
+
+def _no_payment_system(application_id: int) -> bool:
+    raise RuntimeError("this service was built without a payment system to look payouts up at: "
+                       "use Design.service(payments)")
 
 
 @functools.cache
@@ -91,10 +109,10 @@ MISTAKES = (
     Design("1 · check outside the transaction", guard="check outside"),
     Design("2 · key made up on each attempt", payout_key="per attempt"),
     Design("3 · deduplication in memory only", guard="memory"),
-    Design("4 · keys kept too briefly", key_hours=1),
+    Design("4 · IDs kept too briefly", keep_hours=1),
     Design("5 · key not passed on", payout_key="none"),
 )
-"""The seed's five typical mistakes, each one setting away from the safe inbox."""
+"""The article's five typical mistakes, each one setting away from the safe inbox."""
 
 SAFE = (
     Design("inbox"),
@@ -124,11 +142,17 @@ class Outcome:
 
 def run(design: Design, faults: FaultPlan | None = None, *, messages: tuple[Message, ...] = (APPLICATION_42,),
         visibility_timeout: float = 30.0, max_deliveries: int = 5, consumers: int = 1,
-        step_seconds: Mapping[str, float] | None = None) -> Outcome:
-    """Deliver ``messages`` to ``design``'s service under ``faults`` until each is acked or dead-lettered."""
+        step_seconds: Mapping[str, float] | None = None, refuse_first_payout: bool = False) -> Outcome:
+    """Deliver ``messages`` to ``design``'s service under ``faults`` until each is acked or dead-lettered.
+
+    ``refuse_first_payout`` has the payment system turn the first payout call away before it
+    runs (a 429: nothing paid, nothing stored), so the payout is certainly called again.
+    """
     payments = design.payment_system()
+    if refuse_first_payout:
+        payments.refuse_next()
     bank = design.bank()
-    result = simulate(design.service(), messages, faults=faults, database=bank, provider=payments,
+    result = simulate(design.service(payments), messages, faults=faults, database=bank, provider=payments,
                       visibility_timeout=visibility_timeout, max_deliveries=max_deliveries, consumers=consumers,
                       step_seconds=step_seconds)
     return Outcome(len(bank.accounts()), payments.payouts, tuple(payments.keys_seen), len(result.dead_letters))
@@ -183,69 +207,103 @@ def _after_payout(design: Design) -> Crash:
 
 
 OUTAGE_HOURS = 3.0
-"""How long after the first attempt the retry in question 4 comes: the lease of a consumer that was down."""
+"""How late the redelivery and the retried payout of question 4 come: the lease of a consumer that was down."""
+
+QUESTIONS = (
+    "What happens when this message arrives twice?",
+    "Who creates the idempotency key, and does it stay the same on retry?",
+    "Is the processing record written in the same transaction as the data?",
+    "How long do we keep keys, and is it enough for the longest outage?",
+    "Do we pass the key on to the systems we call?",
+)
+"""The article's five questions, in its order."""
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 @functools.cache
-def five_questions(design: Design, outage_hours: float = OUTAGE_HOURS) -> pd.Series:
-    """The seed's five questions for ``design``, each answered by running it: the measured result and yes or no.
+def answer_runs(design: Design, outage_hours: float) -> tuple[tuple[bool, str, str], ...]:
+    """For each question: whether the runs come out right, the wrong outcome in a few words, and what was measured.
 
-    1. two deliveries (an ack lost; a restart after the commit; two consumers at once,
-    :func:`at_once`); 2. the payout's answer
-    lost, so the call is retried; 3. a crash before each step (the loan accounts only:
-    the payout is questions 2, 4 and 5); 4. a crash just after the payout whose retry
-    comes ``outage_hours`` later; 5. the same crash, retried at once. Questions 4 and
-    5 judge the payouts (the system called); the accounts are shown beside them.
-    Computed once per design and outage (the runs are deterministic): do not modify the result.
+    Each detail names only what its verdict judges, so no "yes" stands beside a wrong count.
     """
     crashes = crash_outcomes(design)
     after_payout = _after_payout(design)
     twice, restarted, together = crashes["ack lost"], crashes["crash before ack"], at_once(design)
     crash_after_call = crashes[f"crash before {after_payout.before}"]
-    answered_late = run(design, FaultPlan(lost_responses=[LostResponse()]))
-    outage = run(design, FaultPlan(crashes=[after_payout]), visibility_timeout=outage_hours * 3600)
-    keys = set(answered_late.keys)
-    wrong = {fault: outcome.accounts for fault, outcome in crashes.items() if outcome.accounts != 1}
-    answers = {
-        "What happens when this message arrives twice?":
-            (twice.once and restarted.once and together.once,
-             f"ack lost: {twice}; restart after the commit: {restarted}; two consumers at once: {together}"),
-        "Who creates the idempotency key, and does it stay the same on retry?":
-            (len(keys) == 1 and None not in keys and answered_late.payouts == 1,
-             "no key sent" if keys == {None} else
-             f"{len(keys)} distinct key{'s' * (len(keys) > 1)} over {len(answered_late.keys)} calls: "
-             f"{answered_late.payouts} payout{'s' * (answered_late.payouts > 1)}"),
-        "Is the processing record written in the same transaction as the data?":
-            (not wrong, "every crash point opens one account" if not wrong else
-             "; ".join(f"{fault}: {accounts} accounts" for fault, accounts in wrong.items())),
-        "How long do we keep keys, and is it enough for the longest outage?":
-            (outage.payouts == 1, f"keys kept {design.key_hours:g} h, retry {outage_hours:g} h later: {outage}"),
-        "Do we pass the key on to the systems we call?":
-            (crash_after_call.payouts == 1 and None not in crash_after_call.keys,
-             f"{'no key sent; ' if None in crash_after_call.keys else ''}"
-             f"crash after the payout, retried: {crash_after_call}"),
-    }
-    return pd.Series({question: f"{'yes' if ok else 'NO'}: {detail}" for question, (ok, detail) in answers.items()},
+    # Two retries of the payout: after its answer was lost, and after a refusal (a reconciling
+    # service finds nothing paid then, so it calls again, and the key it sends shows).
+    retried = (run(design, FaultPlan(lost_responses=[LostResponse()])), run(design, refuse_first_payout=True))
+    late_redelivery = run(design, FaultPlan(lost_acks=[LostAck()]), visibility_timeout=outage_hours * 3600)
+    late_payout = run(design, FaultPlan(crashes=[after_payout]), visibility_timeout=outage_hours * 3600)
+    keys = {key for outcome in retried for key in outcome.keys}
+    calls = sum(len(outcome.keys) for outcome in retried)
+    paid = max(outcome.payouts for outcome in retried)
+    arrivals = {"ack lost": twice, "restart after the commit": restarted, "two consumers at once": together}
+    doubled = [f"{name}: {outcome}" for name, outcome in arrivals.items() if not outcome.once]
+    wrong_points = [fault for fault, outcome in crashes.items() if outcome.accounts != 1]
+    no_key = None in crash_after_call.keys
+    kept = "kept forever" if design.keep_hours == math.inf else f"kept {design.keep_hours:g} h"
+    return (
+        (not doubled, doubled[0] if doubled else "",
+         "; ".join(f"{name}: {outcome}" for name, outcome in arrivals.items())),
+        (all(len(set(outcome.keys)) == 1 for outcome in retried) and None not in keys and paid == 1,
+         "no key sent" if None in keys else
+         "a new key per call" if any(len(set(o.keys)) > 1 for o in retried) else _plural(paid, "payout"),
+         f"{'no key sent; ' if None in keys else ''}answer lost, then a refusal, each retried: "
+         f"{_plural(len(keys - {None}), 'distinct key')} over {calls} calls; at most {_plural(paid, 'payout')}"),
+        (not wrong_points, f"{crashes[wrong_points[0]].accounts} accounts, {wrong_points[0]}" if wrong_points else "",
+         "every crash point opens one account" if not wrong_points else
+         "; ".join(f"{fault}: {_plural(crashes[fault].accounts, 'account')}" for fault in wrong_points)),
+        (late_redelivery.once and late_payout.payouts == 1,
+         f"{_plural(late_redelivery.accounts, 'account')} after the late redelivery" if not late_redelivery.once
+         else f"{_plural(late_payout.payouts, 'payout')} after the late retry",
+         f"IDs {kept}; redelivered {outage_hours:g} h later: {late_redelivery}; payout retried {outage_hours:g} h "
+         f"later (keys kept 24 h by the payment system{', looked up first' if design.reconcile else ''}): "
+         f"{_plural(late_payout.payouts, 'payout')}"),
+        (crash_after_call.payouts == 1 and not no_key,
+         "no key sent" if no_key else _plural(crash_after_call.payouts, "payout"),
+         f"{'no key sent; ' if no_key else ''}crash after the payout, retried at once: "
+         f"{_plural(crash_after_call.payouts, 'payout')}"),
+    )
+
+
+def five_questions(design: Design, outage_hours: float = OUTAGE_HOURS) -> pd.Series:
+    """The article's five questions for ``design``, each answered by running it: yes or NO, then what was measured.
+
+    1. two deliveries (an ack lost; a restart after the commit; two consumers at once,
+    :func:`at_once`); 2. the payout's answer lost, so the call is retried; 3. a crash
+    before each step (the loan accounts; the payout is questions 2, 4 and 5); 4. the ack
+    lost and the message redelivered ``outage_hours`` later, and a crash just after the
+    payout retried as late; 5. the same crash, retried at once.
+    """
+    return pd.Series({question: f"{'yes' if ok else 'NO'}: {detail}"
+                      for question, (ok, _, detail) in zip(QUESTIONS, answer_runs(design, outage_hours))},
                      name=design.label)
 
 
 def review(designs: tuple[Design, ...], *, outage_hours: float = OUTAGE_HOURS) -> pd.DataFrame:
-    """The five questions (rows) for each design (columns), every cell from a run.
+    """The five questions (columns Q1-Q5) for each design (rows): "yes", or "no" and the wrong outcome in a few words.
 
-    Question 4's retry comes ``outage_hours`` after the first attempt.
+    Question 4's redelivery and retry come ``outage_hours`` after the first attempt;
+    :func:`five_questions` gives each run's full measurement.
     """
-    return pd.concat([five_questions(design, outage_hours) for design in designs], axis=1)
+    rows = {design.label: ["yes" if ok else f"no: {short}" for ok, short, _ in answer_runs(design, outage_hours)]
+            for design in designs}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[f"Q{n}" for n in range(1, len(QUESTIONS) + 1)])
 
 
 def applications(count: int, *, seed: int = 12) -> list[Message]:
-    """A day of approvals: ``count`` open-account messages, one per application, seeded amounts."""
+    """A day of approvals: ``count`` open-account messages, one per application, amounts drawn the same way on every run."""
     rng = random.Random(seed)
     return [open_account_message(f"m-{number}", number, rng.randrange(50_000, 800_000, 1_000))
             for number in range(1, count + 1)]
 
 
 class SometimesSlow(Handler):
-    """``handler``, except that opening the account is slow for a seeded share of the applications.
+    """``handler``, except that opening the account is slow for a share of the applications (the same ones on every run).
 
     The slow step gets `` (slow)`` added to its name, so ``step_seconds`` can give it its
     own duration: a consumer that outlives its lease there meets its message handed
@@ -262,6 +320,9 @@ class SometimesSlow(Handler):
         for step in self.handler.run(ctx):
             yield f"{step} (slow)" if slow and step.endswith("open account") else step
 
+
+DAY_FAULTS = FaultPlan(crash_rate=0.02, ack_loss_rate=0.05, seed=3)
+"""Section 3's day: 2 % of steps crash and 5 % of acks are lost, drawn the same way on every rerun."""
 
 RETRY_POLICIES = {
     "retries on: 5 attempts, 30 s lease": {"max_deliveries": 5, "visibility_timeout": 30.0},
@@ -303,8 +364,8 @@ SCENARIOS = {
                         lambda d: run(d, FaultPlan(lost_responses=[LostResponse()]))),
     MISTAKES[2].label: ("the service restarts after the commit, before the ack",
                         lambda d: run(d, FaultPlan(crashes=[Crash("ack")]))),
-    MISTAKES[3].label: (f"a crash after the payout; the retry comes {OUTAGE_HOURS:g} h later",
-                        lambda d: run(d, FaultPlan(crashes=[_after_payout(d)]), visibility_timeout=OUTAGE_HOURS * 3600)),
+    MISTAKES[3].label: (f"the ack is lost while the service is down; m-42 comes back {OUTAGE_HOURS:g} h later",
+                        lambda d: run(d, FaultPlan(lost_acks=[LostAck()]), visibility_timeout=OUTAGE_HOURS * 3600)),
     MISTAKES[4].label: ("a crash after the payout, before the commit; retried at once",
                         lambda d: run(d, FaultPlan(crashes=[_after_payout(d)]))),
 }

@@ -15,8 +15,9 @@ accounts for one application".
 
 from __future__ import annotations
 
+import math
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -39,6 +40,11 @@ LOAN_SCHEMA = (
            application_id INTEGER PRIMARY KEY,
            status         VARCHAR NOT NULL,
            version        INTEGER NOT NULL
+       )""",
+    # When each inbox ID was saved, so the service can prune IDs older than it keeps them.
+    """CREATE TABLE IF NOT EXISTS inbox_saved_at (
+           message_id VARCHAR PRIMARY KEY,
+           saved_at   DOUBLE NOT NULL
        )""",
 )
 
@@ -97,6 +103,21 @@ class LoanSession(PaymentsSession):
         return bool(self._run(f"INSERT INTO loan_accounts VALUES ({p}, {p}, {p}) ON CONFLICT DO NOTHING "
                               "RETURNING application_id", (application_id, amount, message_id), rows=True))
 
+    def save_id_at(self, message_id: str, moment: float) -> bool:
+        """Record ``message_id`` in the inbox, noting when: False if it is there already (a twin committed it)."""
+        p = self._p
+        if not self.record_message(message_id):
+            return False
+        self._run(f"INSERT INTO inbox_saved_at VALUES ({p}, {p}) ON CONFLICT DO NOTHING", (message_id, moment))
+        return True
+
+    def prune_inbox(self, before: float) -> None:
+        """Delete the inbox IDs saved before ``before`` (lesson 10's pruning): the service forgets them."""
+        p = self._p
+        self._run(f"DELETE FROM processed_messages WHERE message_id IN "
+                  f"(SELECT message_id FROM inbox_saved_at WHERE saved_at < {p})", (before,))
+        self._run(f"DELETE FROM inbox_saved_at WHERE saved_at < {p}", (before,))
+
     def advance_application(self, application_id: int, expected_version: int) -> bool:
         """Move the application on from ``expected_version``; False if it has moved already (optimistic concurrency)."""
         p = self._p
@@ -134,7 +155,7 @@ class LoanBank(DuckDBPayments):
 
     def empty(self) -> None:
         super().empty()
-        for table in ("loan_accounts", "applications"):
+        for table in ("loan_accounts", "applications", "inbox_saved_at"):
             self._reader.execute(f"DELETE FROM {table}")
         self._approve()
 
@@ -158,7 +179,7 @@ class AccountService(Handler):
     - ``"none"``: it does not;
     - ``"check outside"``: it reads the inbox, then writes, each statement on its own;
     - ``"memory"``: it keeps handled IDs in a Python set, which a restart empties;
-    - ``"inbox"``: the seed's handler: the check, then the account and the ID saved together in
+    - ``"inbox"``: the reference article's handler: the check, then the account and the ID saved together in
       one transaction, the ID under a unique key, so a racing twin fails and is treated as done;
     - ``"unique application"``: no inbox; one account per application, enforced by a unique index;
     - ``"version"``: no inbox; the account is opened only while the application is at the
@@ -168,17 +189,25 @@ class AccountService(Handler):
     the same on every retry), ``"per attempt"`` (a fresh UUID each time, as a key made up
     on the receiving side would be) or ``"none"`` (the key is not passed on). ``payout=False``
     leaves the payout out.
+
+    ``keep_hours`` is how long the inbox keeps a processed ID: the service's own retention,
+    modelled as a pruner that has deleted every older ID by the time a delivery looks.
+    ``look_up``, when given, is asked before every payout whether the payment system has
+    already paid this application out (a reconciliation), and the payout is sent only if not:
+    what a team does when the payment system may forget a key before the longest outage ends.
     """
 
-    def __init__(self, guard: str = "inbox", payout_key: str = "derived", *, payout: bool = True) -> None:
+    def __init__(self, guard: str = "inbox", payout_key: str = "derived", *, payout: bool = True,
+                 keep_hours: float = math.inf, look_up: Callable[[int], bool] | None = None) -> None:
         if guard not in GUARDS:
             raise ValueError(f"guard must be one of {GUARDS}, not {guard!r}")
         if payout_key not in PAYOUT_KEYS:
             raise ValueError(f"payout_key must be one of {PAYOUT_KEYS}, not {payout_key!r}")
         self.guard, self.payout_key, self.payout = guard, payout_key, payout
+        self.keep_hours, self.look_up = keep_hours, look_up
         self.handled: set[str] = set()  # only the "memory" guard uses it
         self.name = f"{guard}, {payout_key} key" if payout else guard
-        pay = ("pay out",) if payout else ()
+        pay = ((("look up payout",) if look_up else ()) + ("pay out",)) if payout else ()
         # BEGIN goes out with the first statement, as drivers send it: one step, one pause fewer to explore.
         self.steps = {
             "none": ("begin, open account", *pay, "commit", "ack"),
@@ -211,10 +240,10 @@ class AccountService(Handler):
         if (yield from self._already_done(ctx, db, order)):
             ctx.note("duplicate skipped")
         elif self.guard == "inbox":
-            # The seed's handler: the account and the processed ID saved together (one SaveChanges).
+            # The reference article's handler: the account and the processed ID saved together (one SaveChanges).
             yield "save"
             db.open_account(order.application_id, order.amount, ctx.message_id)
-            if db.record_message(ctx.message_id):
+            if self._save_id(ctx, db):
                 yield from self._pay(ctx, order)
             else:
                 # A twin committed the same ID while we worked (PostgreSQL makes us wait for it):
@@ -242,6 +271,8 @@ class AccountService(Handler):
         yield first
         db.begin()
         if self.guard == "inbox":
+            if self.keep_hours < math.inf:
+                db.prune_inbox(before=ctx.now() - self.keep_hours * 3600)
             return db.has_processed(ctx.message_id)
         if self.guard == "version":
             return not db.advance_application(order.application_id, order.version)
@@ -249,6 +280,12 @@ class AccountService(Handler):
             return not db.open_account_once(order.application_id, order.amount, ctx.message_id)
         db.open_account(order.application_id, order.amount, ctx.message_id)
         return False
+
+    def _save_id(self, ctx: Context, db: LoanSession) -> bool:
+        """Save the processed ID (with the moment, where IDs are pruned); False if a twin saved it first."""
+        if self.keep_hours < math.inf:
+            return db.save_id_at(ctx.message_id, ctx.now())
+        return db.record_message(ctx.message_id)
 
     def _remembering(self, ctx: Context, db: LoanSession, order: OpenAccount) -> Steps:
         try:
@@ -283,6 +320,11 @@ class AccountService(Handler):
     def _pay(self, ctx: Context, order: OpenAccount) -> Steps:
         if not self.payout:
             return
+        if self.look_up is not None:
+            yield "look up payout"
+            if self.look_up(order.application_id):
+                ctx.note("payout found at the payment system: not sent again")
+                return
         yield "pay out"
         response = ctx.call_provider(self.key_for(ctx.message_id), Charge(order.application_id, order.amount))
         if not response.ok:

@@ -6,6 +6,8 @@ every mark (a hatch, or a ✓ / ✗ written in the cell), so the figures read in
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -62,15 +64,19 @@ def plot_mistakes(table: pd.DataFrame) -> Figure:
 
 
 def plot_review(review: pd.DataFrame) -> Figure:
-    """The five questions (columns Q1-Q5) for each design (rows): ✓ on blue where the run came out right, ✗ on vermillion."""
-    ok = review.T.apply(lambda column: column.str.startswith("yes"))
-    figure, ax = plt.subplots(figsize=(8, 0.5 * len(ok) + 1.4), layout="constrained")
+    """The five questions (columns Q1-Q5) for each design (rows): ✓ on blue where the runs came out right,
+    ✗ on vermillion with the wrong outcome written under it."""
+    ok = review.apply(lambda column: column.eq("yes"))
+    figure, ax = plt.subplots(figsize=(11, 0.62 * len(ok) + 1.4), layout="constrained")
     ax.imshow(ok.to_numpy(dtype=float), cmap=plt.matplotlib.colors.ListedColormap([VERMILLION, BLUE]),
               vmin=0, vmax=1, aspect="auto")
-    for (row, column), good in np.ndenumerate(ok.to_numpy()):
-        ax.text(column, row, "✓ yes" if good else "✗ no", ha="center", va="center", color="white", fontweight="bold")
-    ax.set_xticks(range(ok.shape[1]), [f"Q{n}" for n in range(1, ok.shape[1] + 1)])
+    for (row, column), answer in np.ndenumerate(review.to_numpy()):
+        good = answer == "yes"
+        text = "✓ yes" if good else "✗ no\n" + textwrap.fill(answer.removeprefix("no: "), 22)
+        ax.text(column, row, text, ha="center", va="center", color="white", fontweight="bold",
+                fontsize=10 if good else 7)
+    ax.set_xticks(range(ok.shape[1]), list(ok.columns))
     ax.set_yticks(range(len(ok)), list(ok.index))
-    ax.set_xlabel("the five questions, in the seed's order (the table above spells them out)")
+    ax.set_xlabel("the five questions, in the article's order (spelled out above)")
     ax.set_title("Five questions, answered by running each design")
     return figure

@@ -39,10 +39,10 @@ from idemlib.trace import Trace
 
 # One statement per write, in each engine's way of passing a whole list as one parameter:
 # DuckDB and PostgreSQL take arrays and unnest them, SQLite reads a JSON array with json_each.
-_RECORD_IDS = {
-    # DuckDB: an anti-join instead of ON CONFLICT, measured about four times faster for 1,000 IDs on
-    # DuckDB 2.0. The primary key still settles a race: a rival's committed ID fails this insert, and
-    # the batch is given back and retried.
+RECORD_IDS = {
+    # DuckDB: an anti-join instead of ON CONFLICT; which is faster depends on the inbox's size and
+    # the machine (costs.record_ids_duckdb times both). The primary key still settles a race: a
+    # rival's committed ID fails this insert, and the batch is given back and retried.
     "DuckDB": "INSERT INTO processed_messages (message_id) SELECT id FROM (SELECT unnest(?::VARCHAR[]) AS id) "
               "WHERE id NOT IN (SELECT message_id FROM processed_messages) RETURNING message_id",
     "PostgreSQL": "INSERT INTO processed_messages (message_id) SELECT unnest(%s::text[]) "
@@ -63,7 +63,7 @@ class BatchSession(PaymentsSession):
     """A consumer's connection with the two bulk statements of the batched inbox."""
 
     def __init__(self, database: SqlPayments) -> None:
-        if database.engine not in _RECORD_IDS:
+        if database.engine not in RECORD_IDS:
             raise ValueError(f"the batched inbox speaks DuckDB, SQLite and PostgreSQL, not {database.engine!r}")
         super().__init__(database.connect(), database)
         self._engine = database.engine
@@ -72,7 +72,7 @@ class BatchSession(PaymentsSession):
         """Insert every ID with one statement; returns the IDs that were new (the others were handled before)."""
         ids = list(message_ids)
         parameter: Any = json.dumps(ids) if self._engine == "SQLite" else ids
-        return {row[0] for row in self._run(_RECORD_IDS[self._engine], (parameter,), rows=True)}
+        return {row[0] for row in self._run(RECORD_IDS[self._engine], (parameter,), rows=True)}
 
     def charge_many(self, charges: Sequence[tuple[int, int, str]]) -> None:
         """Insert the (order_id, amount, message_id) payments with one statement."""
@@ -171,7 +171,7 @@ class BatchConsumer:
         yield "commit"
         self.session.commit()
         yield "ack all"
-        # Drawing a lost ack costs a seeded generator per delivery; a plan that loses none skips the draws.
+        # Drawing a lost ack costs a random generator per delivery; a plan that loses none skips the draws.
         may_lose = bool(self.faults.lost_acks) or self.faults.ack_loss_rate > 0
         for delivery in self.deliveries:
             if may_lose and self.faults.loses_ack(delivery.message_id, delivery.count):

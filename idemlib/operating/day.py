@@ -47,7 +47,7 @@ def clock_time(seconds: float) -> str:
 class Day:
     """How a simulated day goes. Times are seconds since midnight.
 
-    ``messages`` payments arrive at random moments (seeded) through the day.
+    ``messages`` payments arrive at random moments through the day (the same moments on every run).
     From ``slow_from`` on, ``slow_step`` takes ``slow_seconds`` instead of one
     second. From ``storm_from`` to ``storm_until``, each first ack is lost with
     probability ``storm_ack_loss``. ``ack_loss`` is the background rate of lost

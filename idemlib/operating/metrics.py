@@ -72,6 +72,15 @@ class SkipRateAlert:
         return None
 
 
+def quiet_hour(handled: int = 5, skipped: tuple[int, ...] = (0, 1, 1, 0), window_seconds: float = 900,
+               start: float = 3 * 3600) -> pd.DataFrame:
+    """A quiet stretch of night as :func:`skip_rate` tables it: ``handled`` deliveries in each window, ``skipped``
+    of them duplicates (one stray lost ack in a window is one skip). Starts at ``start`` (03:00)."""
+    rows = [(start + number * window_seconds, handled, skips, skips / handled) for number, skips in enumerate(skipped)]
+    return pd.DataFrame(rows, columns=["window start (s)", "handled", "skipped", "skip rate"]).set_index(
+        "window start (s)")
+
+
 def delivery_signals(trace: pd.DataFrame, lease_seconds: float, since: float = 0.0) -> pd.Series:
     """The signals that tell a slow handler from a lost-ack storm, from ``since`` on.
 

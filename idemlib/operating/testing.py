@@ -1,133 +1,283 @@
-"""Deliver every message twice: a helper for your own test suite.
+"""Deliver every message twice: a helper for your own test suite, on your own consumer and database.
 
-The seeds' advice for testing an idempotent consumer is blunt: deliver every
-message twice in integration tests. :func:`assert_idempotent` does that, and a
-little more. It runs a stream once, cleanly, to learn what one delivery of each
-message does (which payments it commits), then runs the same stream again
-under each duplicate-making scenario:
+The advice for testing an idempotent consumer is blunt: deliver every message twice
+in integration tests. :func:`assert_idempotent` does that to any function that
+handles one message with a database connection, ``handle(connection, message)``,
+and commits its work. It learns what one delivery of each message does (the
+business state your ``state`` function reads afterwards), then delivers the messages
+again under every scenario that makes duplicates, each from the same starting state:
 
-- every message published twice, each copy right after the other;
-- the same doubled stream, shuffled (seeded), so a copy may come first;
-- every message's first ack lost, so the broker redelivers it;
-- a crash before each step of the handler, on every message's first delivery.
+- every message twice in a row (the ack was lost, the broker redelivered at once);
+- every message, then all of them again (the redeliveries come after other work);
+- the consumer killed before each of its steps on every first delivery, then the
+  message delivered again. Its steps are the calls it makes on the connection
+  (statements and commits), seen without changing a line of it, plus any step name
+  it ``yield``s (write it as a generator to name steps the database does not see);
+- on PostgreSQL, two deliveries of the same message at once: the first paused before
+  each of its steps in turn while the second runs (until it ends or waits for a lock).
 
-Whatever the scenario, each message must end with the effect of one delivery:
-the same number of charges and the same dollars. If one does not, it raises
-:class:`NotIdempotent`, an ``AssertionError`` whose text names the scenario, the
-message, what it did and what one delivery does. In a pytest suite::
+Each delivery ends without a commit of the helper's, as a process's does when it dies
+(its open transaction is lost); the session is then reset (on PostgreSQL with
+``DISCARD ALL``) and serves the next delivery, since opening a connection costs more
+than most deliveries. A delivery that raises is redelivered, as a broker would, up to
+three times in all.
+Every message must end acknowledged, and the state must equal one delivery's. If
+not, :class:`NotIdempotent` (an ``AssertionError``) names the scenario, the message
+and the difference. In a pytest suite::
 
-    from idemlib.operating.testing import assert_idempotent
+    from idemlib import assert_idempotent
 
-    def test_my_consumer_survives_duplicates():
-        assert_idempotent(MyHandler(), my_messages)
+    def test_payments_consumer_survives_duplicates(postgres_schema):
+        assert_idempotent(handle_payment, recorded_messages, connect=postgres_schema.connect,
+                          reset=create_tables, state=read_payments)
 
-Your consumer takes part by being a :class:`~idemlib.handlers.Handler`: name its
-steps and ``yield`` each name just before doing it, so a crash can land there.
+``postgres_schema`` comes from ``pytest_plugins = ["idemlib.operating.pytest_plugin"]``.
+
+What it cannot see: anything your ``state`` does not read. An email sent, or a
+call to another system made without an idempotency key, happens again on a
+redelivery and leaves no row behind: the helper passes while the customer gets two.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Sequence
+import itertools
+import os
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
+import psycopg
 
-from idemlib.faults import Crash, FaultPlan, LostAck
-from idemlib.handlers import Handler
-from idemlib.messages import Message
-from idemlib.sim import simulate
-from idemlib.stores import DuckDBPayments, PaymentsDatabase
+from idemlib.operating.steps import Connection, Handle, Sessions, Watch, deliver, two_at_once
+from idemlib.stores.postgres_store import postgres_url
 
-Effect = tuple[int, int]
-"""What a run did for one message: (charges committed, dollars charged)."""
+MAX_DELIVERIES = 3
+"""How often a message whose delivery raised is delivered in all, as a broker's redelivery limit would allow."""
 
 
 class NotIdempotent(AssertionError):
-    """A duplicate changed what a message did: the text names the scenario, the message and the effect."""
+    """A duplicate changed the business state: the text names the scenario, the message and the difference."""
 
 
-def scenarios(handler: Handler, messages: Sequence[Message], *, seed: int = 0) -> dict[str, tuple[list[Message], FaultPlan]]:
-    """The duplicate-making runs :func:`assert_idempotent` tries, by name: (messages to publish, faults)."""
-    twice = [copy for message in messages for copy in (message, message)]
-    shuffled = random.Random(seed).sample(twice, len(twice))
-    runs = {
-        "every message delivered twice, in order": (twice, FaultPlan()),
-        f"every message delivered twice, shuffled (seed {seed})": (shuffled, FaultPlan()),
-        "every first ack lost": (list(messages), FaultPlan(lost_acks=[LostAck()])),
-    }
-    for step in handler.steps:
-        runs[f"crash before {step} on every first delivery"] = (list(messages), FaultPlan(crashes=[Crash(step)]))
-    return runs
+@dataclass
+class _Run:
+    problems: list[str] = field(default_factory=list)
+    deliveries: int = 0
 
 
-def effects(payments: pd.DataFrame, messages: Sequence[Message]) -> dict[str, Effect]:
-    """For each message ID: how many charges its deliveries committed, and how many dollars."""
-    grouped = payments.groupby("message_id")["amount"].agg(["count", "sum"])
-    return {message.label: (int(grouped.at[message.label, "count"]), int(grouped.at[message.label, "sum"]))
-            if message.label in grouped.index else (0, 0) for message in messages}
+def label(message: Any) -> str:
+    """How a report names a message: its ``message_id`` (or ``id``), else its text."""
+    for name in ("message_id", "id"):
+        if (value := getattr(message, name, None)) is None and isinstance(message, dict):
+            value = message.get(name)
+        if value is not None:
+            return str(value)
+    return repr(message)[:40]
 
 
-def _describe(message: Message, got: Effect, once: Effect) -> str:
-    body = message.body if isinstance(message.body, dict) else {}
-    what = f"charge order {body.get('order_id')} ${body.get('amount')}" if body else "its payload"
-    return f"{message.label} ({what}): charged {_times(got)}; one delivery charges {_times(once)}"
+def _until_acked(handle: Handle, connect: Callable[[], Connection], message: Any, run: _Run,
+                 failed: BaseException | None = None, tries: int = 0) -> None:
+    """Redeliver ``message`` while it is not acknowledged, as a broker does, up to :data:`MAX_DELIVERIES` in all.
+
+    ``tries`` deliveries were made already, the last ending in ``failed`` (None: acknowledged).
+    """
+    while tries == 0 or (failed is not None and tries < MAX_DELIVERIES):
+        failed = deliver(handle, connect, message, Watch())
+        tries += 1
+        run.deliveries += 1
+    if failed is not None:
+        run.problems.append(f"{label(message)} failed on all {MAX_DELIVERIES} deliveries ({_error(failed)}): "
+                            "a duplicate must be acknowledged, or the broker retries it until it is dead-lettered")
 
 
-def _times(effect: Effect) -> str:
-    return f"{effect[0]} time{'' if effect[0] == 1 else 's'}, ${effect[1]}"
+def _error(error: BaseException) -> str:
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:80]}"
 
 
-def idempotency_report(
-    handler: Handler,
-    messages: Sequence[Message],
-    *,
-    database: Callable[[], PaymentsDatabase] = DuckDBPayments,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """One row per scenario: how many messages ended with a different effect than one delivery's, and the first.
+def _twice_in_a_row(handle: Handle, connect: Callable[[], Connection], messages: Sequence[Any], run: _Run) -> None:
+    """Each message, then at once its copy: the ack of the first was lost."""
+    for message in messages:
+        _until_acked(handle, connect, message, run)
+        _until_acked(handle, connect, message, run)
 
-    ``database`` makes a fresh database for each run (DuckDB in memory by default;
-    pass ``SQLitePayments`` or ``PostgresPayments`` to test on another engine).
+
+def _all_again(handle: Handle, connect: Callable[[], Connection], messages: Sequence[Any], run: _Run) -> None:
+    """Every message, then every copy: a redelivery comes after other messages' work."""
+    for message in [*messages, *messages]:
+        _until_acked(handle, connect, message, run)
+
+
+def _crash_before(step: int) -> Callable[..., None]:
+    """Each message's first delivery dies before its ``step``-th step (if it has that many), then comes back."""
+    def play(handle: Handle, connect: Callable[[], Connection], messages: Sequence[Any], run: _Run) -> None:
+        for message in messages:
+            outcome = deliver(handle, connect, message, Watch(crash_at=step))
+            run.deliveries += 1
+            # Crashed (or failed), the broker has no ack: the message comes back.
+            _until_acked(handle, connect, message, run, outcome, 1)
+    return play
+
+
+def _at_once(step: int) -> Callable[..., None]:
+    """Two deliveries of each message at once: the first waits before its ``step``-th step while the second runs."""
+    def play(handle: Handle, connect: Callable[[], Connection], messages: Sequence[Any], run: _Run) -> None:
+        for message in messages:
+            race = two_at_once(handle, connect, message, step)
+            run.deliveries += 2
+            for outcome in (race.first, race.second):
+                if outcome is not None:
+                    _until_acked(handle, connect, message, run, outcome, 1)
+    return play
+
+
+def _on_postgres(connect: Sessions) -> bool:
+    connection = connect()
+    try:
+        return type(connection).__module__.startswith("psycopg")
+    finally:
+        connect.give_back(connection)
+
+
+def _difference(once: Any, got: Any) -> str:
+    if isinstance(once, (list, tuple)) and isinstance(got, (list, tuple)):
+        try:
+            extra, missing = Counter(got) - Counter(once), Counter(once) - Counter(got)
+        except TypeError:  # rows that cannot be hashed: show both
+            pass
+        else:
+            parts = [f"{verb} {sorted(rows.elements(), key=repr)}" for verb, rows in (("extra", extra), ("missing", missing))
+                     if rows]
+            return "; ".join(parts)
+    return f"one delivery leaves {once!r}, this run {got!r}"
+
+
+def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Callable[[], Connection],
+                       reset: Callable[[Connection], None], state: Callable[[Connection], Any]) -> pd.DataFrame:
+    """One row per scenario: deliveries made, whether the state equals one delivery's, and what differs.
+
+    ``connect()`` opens a connection to the database under test; ``reset(connection)``
+    brings it to the starting state (the helper commits); ``state(connection)`` reads the
+    business state to compare, e.g. the payment rows as a sorted list of tuples (leave
+    out generated IDs and timestamps, which differ from run to run by design).
     """
     messages = list(messages)
     if not messages:
-        raise ValueError("give assert_idempotent at least one message: with none, every handler passes")
-    distinct = list({message.label: message for message in messages}.values())
-    once = effects(simulate(handler, distinct, database=database()).payments, distinct)
-    if not any(charges for charges, _ in once.values()):
-        # Every scenario would compare nothing with nothing and pass: a test that cannot fail.
-        raise ValueError(f"one clean delivery of these messages through {handler.name or handler!r} committed no "
-                         "payment, so a duplicate's effect cannot be seen: give messages the handler charges "
-                         "(Message.charge(...)), and make it write through ctx.db.charge(...) and commit")
+        raise ValueError("give assert_idempotent at least one message: with none, every consumer passes")
+    sessions = Sessions(connect)
+    try:
+        return _report(handle, messages, sessions, reset, state)
+    finally:
+        sessions.close()
+
+
+def _report(handle: Handle, messages: list[Any], connect: Sessions, reset: Callable[[Connection], None],
+            state: Callable[[Connection], Any]) -> pd.DataFrame:
+
+    def fresh() -> Any:
+        with_reset = connect()
+        try:
+            reset(with_reset)
+            with_reset.commit()
+            return state(with_reset)
+        finally:
+            connect.give_back(with_reset)
+
+    def read() -> Any:
+        connection = connect()
+        try:
+            return state(connection)
+        finally:
+            connect.give_back(connection)
+
+    before = fresh()
+    names: list[str] = []  # the steps of the longest delivery, to name the crash points
+    for message in messages:
+        watch = Watch()
+        if (failed := deliver(handle, connect, message, watch)) is not None:
+            raise ValueError(f"one clean delivery of {label(message)} failed: {_error(failed)}")
+        names = max(names, watch.steps, key=len)
+    once = read()
+    if once == before:
+        # Every scenario would compare an unchanged state with an unchanged state and pass.
+        raise ValueError("one delivery of each message changed nothing that `state` reads (did the consumer "
+                         "commit?): a duplicate's effect could not be seen, so the test could not fail")
+    plays: list[tuple[str, Callable[..., None]]] = [
+        ("every message twice in a row (the ack lost)", _twice_in_a_row),
+        ("every message, then all of them again", _all_again),
+    ]
+    plays += [(f"crash before step {k} of {len(names)}: {names[k - 1]}", _crash_before(k))
+              for k in range(1, len(names) + 1)]
+    if _on_postgres(connect):
+        plays += [(f"two at once, one paused before step {k}: {names[k - 1]}", _at_once(k))
+                  for k in range(1, len(names) + 1)]
     rows = []
-    for name, (published, plan) in scenarios(handler, distinct, seed=seed).items():
-        got = effects(simulate(handler, published, faults=plan, database=database(), max_deliveries=10).payments,
-                      distinct)
-        wrong = [_describe(message, got[message.label], once[message.label])
-                 for message in distinct if got[message.label] != once[message.label]]
-        rows.append((name, len(distinct), len(wrong), wrong[0] if wrong else ""))
-    return pd.DataFrame(rows, columns=["scenario", "messages", "changed by the duplicate", "first one changed"])
+    for name, play in plays:
+        fresh()
+        run = _Run()
+        play(handle, connect, messages, run)
+        got = read()
+        if got != once:
+            run.problems.insert(0, _difference(once, got))
+        rows.append((name, run.deliveries, not run.problems, "; ".join(run.problems)))
+    return pd.DataFrame(rows, columns=["scenario", "deliveries", "same state as one delivery", "what differs"])
 
 
-def assert_idempotent(
-    handler: Handler,
-    messages: Sequence[Message],
-    *,
-    database: Callable[[], PaymentsDatabase] = DuckDBPayments,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Deliver every message twice (in order, shuffled, after a lost ack, after a crash at each step).
+def assert_idempotent(handle: Handle, messages: Sequence[Any], *, connect: Callable[[], Connection],
+                      reset: Callable[[Connection], None], state: Callable[[Connection], Any]) -> pd.DataFrame:
+    """Deliver every message twice, in every way :func:`idempotency_report` knows; raise :class:`NotIdempotent` if any differs.
 
-    Passes, returning the report of :func:`idempotency_report`, when every message
-    ends with the effect of one delivery in every scenario. Otherwise raises
-    :class:`NotIdempotent` naming each failing scenario and its first message.
+    Passes, returning the report, when every scenario ends with the state of one
+    delivery of each message and every message acknowledged.
     """
     __tracebackhide__ = True  # pytest shows the reader's test line and the message, not this helper's insides
-    report = idempotency_report(handler, messages, database=database, seed=seed)
-    failed = report[report["changed by the duplicate"] > 0]
+    report = idempotency_report(handle, messages, connect=connect, reset=reset, state=state)
+    failed = report[~report["same state as one delivery"]]
     if not failed.empty:
-        lines = [f"- {row['scenario']}: {row['changed by the duplicate']} of {row['messages']} messages changed, "
-                 f"e.g. {row['first one changed']}" for _, row in failed.iterrows()]
-        raise NotIdempotent(f"handler {handler.name!r} is not idempotent in {len(failed)} of {len(report)} "
-                            "scenarios:\n" + "\n".join(lines))
+        lines = [f"- {row['scenario']}: {row['what differs']}" for _, row in failed.iterrows()]
+        raise NotIdempotent(f"{getattr(handle, '__name__', handle)!r} is not idempotent in {len(failed)} of "
+                            f"{len(report)} scenarios:\n" + "\n".join(lines))
     return report
+
+
+_schemas = itertools.count(1)
+
+
+def _drop(url: str, name: str) -> None:
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    except psycopg.Error:
+        pass  # the server went away: nothing of ours is left to drop
+
+
+class PostgresSchema:
+    """An empty schema of its own on a PostgreSQL server, dropped by :meth:`drop` or when the object goes.
+
+    ``connect()`` opens connections that work inside it.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or postgres_url()
+        self.name = f"idempotency_test_{os.getpid()}_{next(_schemas)}"
+        with psycopg.connect(self.url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA IF EXISTS {self.name} CASCADE")
+            admin.execute(f"CREATE SCHEMA {self.name}")
+        self.drop = weakref.finalize(self, _drop, self.url, self.name)
+
+    def connect(self) -> psycopg.Connection:
+        """A new connection to this schema's tables (its ``search_path``), not in autocommit: the consumer commits."""
+        return psycopg.connect(self.url, options=f"-c search_path={self.name}")
+
+
+@contextmanager
+def fresh_schema(url: str | None = None) -> Iterator[PostgresSchema]:
+    """An empty schema on the PostgreSQL at ``url`` (``IDEMLIB_POSTGRES_URL`` by default), dropped afterwards."""
+    schema = PostgresSchema(url)
+    try:
+        yield schema
+    finally:
+        schema.drop()

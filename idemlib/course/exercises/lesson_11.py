@@ -11,8 +11,8 @@ from idemlib.operating.batch import STEPS, consume
 from idemlib.operating.day import DAY_SECONDS, NOON, Day, clock_time, run_day
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.faults import Crash, FaultPlan
-from idemlib.messages import payment_stream
-from idemlib.operating.metrics import SkipRateAlert, skip_rate
+from idemlib.messages import Message
+from idemlib.operating.metrics import SkipRateAlert, quiet_hour, skip_rate
 from idemlib.sim import RunResult
 from idemlib.stores import DuckDBPayments
 
@@ -39,7 +39,8 @@ def _rates(name: str) -> pd.DataFrame:
 
 @exercise
 def check_alert_rule(alert: Any) -> Feedback:
-    """Lesson 11: a SkipRateAlert that pages by 12:15 on both bad days (a window after noon), never on the quiet day."""
+    """Lesson 11: a SkipRateAlert that pages by 12:15 on both bad days (a window after noon), never on the quiet day,
+    never at the quiet hour of :func:`~idemlib.operating.metrics.quiet_hour`."""
     if (missing := blank(alert, "SkipRateAlert(threshold=..., windows=...)")) is not None:
         return missing
     if not isinstance(alert, SkipRateAlert):
@@ -49,6 +50,11 @@ def check_alert_rule(alert: Any) -> Feedback:
     if quiet is not None:
         return hint(f"Your rule pages someone on the quiet day at {clock_time(quiet)}, when nothing is wrong: "
                     "a stray lost ack is normal. Read the quiet day's highest window in the plot and stay above it.")
+    night = quiet_hour()
+    if (paged := alert.fires_at(night, WINDOW_SECONDS)) is not None:
+        return hint(f"Your rule pages at {clock_time(paged)} in the quiet hour of section 2, where a window handles "
+                    f"{int(night['handled'].iloc[0])} deliveries and one stray lost ack is one skip. Which setting "
+                    "decides whether such a thin window counts at all?")
     deadline = NOON + WINDOW_SECONDS
     for name in ("slow from noon", "lost-ack storm from noon"):
         fired = alert.fires_at(_rates(name), WINDOW_SECONDS)
@@ -63,9 +69,10 @@ def check_alert_rule(alert: Any) -> Feedback:
             return hint(f"On the day '{name}' your rule fires at {clock_time(fired)}, after {clock_time(deadline)}. "
                         "Read that day's first window after noon in the plot (and how many deliveries it "
                         "handled): does your rule count it as high?")
-    return right(f"Quiet on the quiet day, and it pages at {clock_time(deadline)} on both bad days, a window sooner "
-                 "than the lesson's rule. The price: a single noisy window is enough to page, so on a busier quiet "
-                 "day it would need a higher threshold. Which of the two troubles it is, the delivery signals answer.")
+    return right(f"Quiet on the quiet day and at the quiet hour, and it pages at {clock_time(deadline)} on both bad "
+                 "days, a window sooner than the lesson's rule. The price: a single noisy window is enough to page, "
+                 "so its floor has to keep thin windows out, and a busier normal day would need a higher threshold. "
+                 "Which of the two troubles it is, the delivery signals answer.")
 
 
 @exercise
@@ -75,14 +82,22 @@ def check_batch_crash(step: Any) -> Feedback:
         return missing
     if not isinstance(step, str):
         return hint(f"Name the step as text, one of {list(STEPS)}.")
-    name = " ".join(step.lower().replace("_", " ").replace("-", " ").split())
-    name = name.removeprefix("crash ").removeprefix("before ")
-    # A crash "after the commit" is the same moment as one before the step that follows it.
-    if name.removeprefix("after ").removeprefix("the ") == "commit" and name != "commit":
-        name = STEPS[STEPS.index("commit") + 1]
+    # "crash before the commit", "the commit", "right after the commit": the words around a step name
+    # say where the crash falls, and "after X" is the moment before the step that follows X.
+    words = [word for word in step.lower().replace("_", " ").replace("-", " ").split()
+             if word not in ("crash", "the", "right", "just", "immediately", "a")]
+    after = words[:1] == ["after"]
+    name = " ".join(words[1:] if words[:1] in (["after"], ["before"]) else words)
     if name not in STEPS:
         return hint(f"The batched inbox has no step {step!r}; its steps are {list(STEPS)}.")
-    messages = payment_stream(5)
+    if after:
+        if name == STEPS[-1]:
+            return hint("After 'ack all' the batch is acknowledged: the broker redelivers nothing, so there is no "
+                        "redelivered batch to watch. Name the step before which the crash falls.")
+        name = STEPS[STEPS.index(name) + 1]
+    # IDs of different lengths, out of order, two for one order: a batch like a real one.
+    messages = [Message.charge(label, order, amount) for label, order, amount in
+                (("m-7f3", 1042, 40), ("m-10b2c", 1042, 15), ("m-1", 1044, 40), ("m-a9", 1043, 25), ("m-3e", 1045, 5))]
     result = consume(DuckDBPayments(), messages, batch_size=5, faults=FaultPlan(crashes=[Crash(name)]))
     redelivered = result.trace[(result.trace["delivery"] == 2)]
     skipped = int((redelivered["event"] == "duplicate skipped").sum())

@@ -6,16 +6,16 @@ from typing import Any
 
 import numpy as np
 
-from idemlib.case_study.design_review import Design, five_questions
+from idemlib.case_study.design_review import QUESTIONS, Design, five_questions, review
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 
 __all__ = ["LONGEST_OUTAGE_HOURS", "REVIEW_EXERCISE", "check_five_answers", "check_safe_design"]
 
-REVIEW_EXERCISE = Design("no guard, keys kept 1 h", guard="none", key_hours=1)
-"""The design exercise 1 asks about: section 2's unguarded service, its payout key derived, its keys kept one hour."""
+REVIEW_EXERCISE = Design("inbox pruned after 2 h, payouts looked up", keep_hours=2, reconcile=True)
+"""The design exercise 1 asks about: the inbox, its IDs deleted after two hours, every payout looked up first."""
 
 LONGEST_OUTAGE_HOURS = 30.0
-"""Exercise 2's team: the longest outage it has seen, so the latest a retry of the payout can come."""
+"""Exercise 2's team: the longest outage it has seen, so the latest a redelivery or a payout retry can come."""
 
 _WORDS = {"yes": True, "y": True, "true": True, "no": False, "n": False, "false": False}
 
@@ -41,7 +41,7 @@ def check_five_answers(answers: Any) -> Feedback:
     if isinstance(answers, str):
         answers = answers.replace(",", " ").split()  # "no, yes, no, no, yes" reads as five answers
     if not hasattr(answers, "__len__") or len(answers) != 5:
-        return hint("Give a list of five answers, one per question, in the seed's order.")
+        return hint("Give a list of five answers, one per question, in the article's order.")
     given = [_yes_no(answer) for answer in answers]
     if None in given:
         return hint("Answer each question with yes or no (True or False also do).")
@@ -50,36 +50,43 @@ def check_five_answers(answers: Any) -> Feedback:
     if wrong:
         first = wrong[0]
         clue = {
-            1: "when the same message is delivered a second time, what in this service notices it?",
-            2: "when the payout's answer is lost, the delivery fails and its transaction rolls back; "
+            1: "a second delivery that comes at once (an ack lost, a restart, a twin): is the ID still in the inbox?",
+            2: "when the payout call is refused or its answer lost, the delivery rolls back and comes again; "
                "which key does the repeated call send?",
-            3: "think of a crash after the commit and before the ack: what is left to tell the redelivery it was done?",
-            4: "the retry after a three-hour outage sends the same key: is it still there to be recognised?",
-            5: "after a crash between the payout and the commit, does the payment system recognise the repeated call?",
+            3: "the account and the ID are saved in one transaction: can a crash at any step leave one without the other?",
+            4: "three hours later, which memory does the redelivery meet: the service's own IDs, or the payment "
+               "system's keys? How long is each kept?",
+            5: "after a crash between the payout and the commit, does the repeated call carry a key the payment "
+               "system recognises?",
         }[first]
         count = f"{len(wrong)} of the five answers {'is' if len(wrong) == 1 else 'are'}"
         return hint(f"{count} not what the run shows. Start with question {first}: {clue}")
-    return right("every answer matches the run: no guard fails the account's questions (1 and 3), short keys fail "
-                 "question 4, and the derived key still makes a repeated payout call harmless (2 and 5).")
+    return right("every answer matches the run: the inbox settles every prompt duplicate (1 and 3), the derived key "
+                 "and the lookup make a repeated payout harmless (2 and 5), but the service forgets its own IDs "
+                 "after two hours, so a redelivery three hours late opens a second account (4): looking payouts "
+                 "up protects the money, not the account.")
 
 
 @exercise
 def check_safe_design(design: Any) -> Feedback:
     """Lesson 12: a :class:`Design` for which the runs answer all five questions yes, retries up to
     :data:`LONGEST_OUTAGE_HOURS` late included."""
-    if (missing := blank(design, 'a Design(...), e.g. Design("mine", guard=..., payout_key=..., key_hours=...)')) is not None:
+    example = 'Design("mine", guard=..., payout_key=..., keep_hours=..., reconcile=...)'
+    if (missing := blank(design, f"a Design(...), e.g. {example}")) is not None:
         return missing
     if not isinstance(design, Design):
-        return hint(f"That is a {type(design).__name__}; build a Design(label, guard=..., payout_key=..., key_hours=...).")
+        return hint(f"That is a {type(design).__name__}; build a {example}.")
     try:
-        review = five_questions(design, LONGEST_OUTAGE_HOURS)
+        answers = review((design,), outage_hours=LONGEST_OUTAGE_HOURS).iloc[0]
     except (ValueError, TypeError) as error:
         return hint(f"That design does not run: {error}")
-    failing = [number for number, verdict in enumerate(review, start=1) if not verdict.startswith("yes")]
+    failing = [(number, answer) for number, answer in enumerate(answers, start=1) if answer != "yes"]
     if failing:
-        asked = "; ".join(f"question {number} ({list(review.index)[number - 1]})" for number in failing)
-        return hint(f"The run answers no to {asked}. Run review((my_design,), "
-                    f"outage_hours={LONGEST_OUTAGE_HOURS:g}) to see what each run measured, change one setting, "
-                    f"and check again.")
-    return right(f"{design.guard} with a {design.payout_key} key kept {design.key_hours:g} h answers all five "
-                 f"questions yes, with a retry {LONGEST_OUTAGE_HOURS:g} h late.")
+        asked = "; ".join(f"question {number}, {QUESTIONS[number - 1]!r} ({answer})" for number, answer in failing)
+        return hint(f"The runs answer {asked}. five_questions(my_design, {LONGEST_OUTAGE_HOURS:g}) shows what "
+                    "each run measured; change one setting and check again.")
+    kept = "forever" if design.keep_hours == float("inf") else f"{design.keep_hours:g} h"
+    return right(f"{design.guard} with a {design.payout_key} key, its own IDs kept {kept}, payouts looked up before "
+                 f"sending, answers all five questions yes with a redelivery and a retry {LONGEST_OUTAGE_HOURS:g} h "
+                 "late. The payment system still forgets keys after 24 h; your lookup, not its memory, stops the "
+                 "second payout.")
