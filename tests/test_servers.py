@@ -8,6 +8,7 @@ machine's, a learner's) are never touched.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pwd
 import re
@@ -22,7 +23,7 @@ import pytest
 
 from idemlib.servers import NATS, POSTGRES, REDIS, SERVERS, Server, ServerMissing, forget, ready, require_servers, required
 from idemlib.servers.base import Unavailable
-from idemlib.servers.local import CannotStart, alive, answers, ensure, free_port, status, stop
+from idemlib.servers.local import CannotStart, Running, alive, answers, ensure, free_port, status, stop
 
 OWN = [POSTGRES, REDIS, NATS]
 VERSION = {"postgres": r"PostgreSQL 18\.\d+", "redis": r"Valkey 8\.\d+\.\d+ \(Redis 7\.2\.\d+\)", "nats": r"NATS 2\.15\.\d+"}
@@ -85,6 +86,16 @@ def test_a_server_that_died_is_started_again_on_next_use(servers_dir):
     second = ensure(REDIS.kind, servers_dir)
     assert second.pid != first.pid and REDIS.version(second.url) == second.version
     stop([REDIS.kind], servers_dir)
+
+
+def test_a_stale_record_never_stops_a_process_that_reuses_its_id(servers_dir):
+    # After a reboot the recorded process id may belong to anything: here, this very test.
+    stale = Running("nats", os.getpid(), free_port(), "nats://127.0.0.1:1", "NATS 2.15.1", "", started=0.0)
+    (servers_dir / "nats.json").write_text(json.dumps(dataclasses.asdict(stale)))
+    assert stop([NATS.kind], servers_dir) == [] and not (servers_dir / "nats.json").exists()
+    (servers_dir / "nats.json").write_text(json.dumps(dataclasses.asdict(stale)))
+    fresh = ensure(NATS.kind, servers_dir)
+    assert fresh.pid != os.getpid() and NATS.version(fresh.url) == fresh.version
 
 
 def test_two_kernels_starting_at_once_share_one_server(servers_dir):

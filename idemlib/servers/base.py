@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 from urllib.parse import urlsplit
 
 from idemlib.servers import local

@@ -49,6 +49,7 @@ class Running:
     version: str
     owner: str
     started: float
+    """When the course launched it (seconds since the epoch): with the process id, tells it from a later process that reuses the id."""
 
 
 class Kind(ABC):
@@ -124,6 +125,23 @@ def alive(pid: int) -> bool:
     return not _zombie(pid)
 
 
+def ours(running: Running) -> bool:
+    """True while the process in ``running``'s record is the server the course launched, not a later one with its id.
+
+    Where the system says when a process started (Linux's /proc), that time must match
+    the record's; elsewhere the process id alone decides.
+    """
+    if not alive(running.pid):
+        return False
+    try:
+        ticks = int(Path(f"/proc/{running.pid}/stat").read_text().rpartition(")")[2].split()[19])
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True
+    return abs(boot + ticks / os.sysconf("SC_CLK_TCK") - running.started) < 5
+
+
 def _zombie(pid: int) -> bool:
     """True when ``pid`` has exited but its parent has not reaped it yet (Linux: some init processes take seconds)."""
     try:
@@ -166,7 +184,7 @@ def _write_record(directory: Path, running: Running) -> None:
 def find(kind: Kind, directory: Path | None = None) -> Running | None:
     """The course's server of this kind when it runs and answers, else None."""
     running = _record(directory or servers_dir(), kind.key)
-    if running is not None and alive(running.pid) and answers("127.0.0.1", running.port):
+    if running is not None and ours(running) and answers("127.0.0.1", running.port):
         return running
     return None
 
@@ -201,7 +219,7 @@ def _start(kind: Kind, directory: Path) -> Running:
         raise CannotStart(f"the course starts {kind.key} from the pip package {kind.package}, which is not installed "
                           f"(it has no wheel for this platform, or the venv predates it: run `make` again)")
     stale = _record(directory, kind.key)
-    if stale is not None and alive(stale.pid):
+    if stale is not None and ours(stale):
         _signal_and_wait(stale.pid, kind.stop_signal)  # it runs but no longer answers: replace it
     user = as_user()
     data = directory / kind.key
@@ -213,6 +231,7 @@ def _start(kind: Kind, directory: Path) -> Running:
     port = free_port()
     url = kind.url(port)
     log = directory / f"{kind.key}.log"
+    started = time.time()
     with open(log, "ab") as output:
         # A session of its own: Ctrl-C in the terminal, or a kernel's interrupt, does not reach the server.
         child = subprocess.Popen(kind.command(binary, data, port), stdin=subprocess.DEVNULL, stdout=output,
@@ -220,7 +239,7 @@ def _start(kind: Kind, directory: Path) -> Running:
     _children[child.pid] = child
     version = _wait_until_it_answers(kind, child, url, log)
     kind.after_start(url)
-    running = Running(kind.key, child.pid, port, url, version, os.environ.get("IDEMLIB_SERVERS_OWNER", ""), time.time())
+    running = Running(kind.key, child.pid, port, url, version, os.environ.get("IDEMLIB_SERVERS_OWNER", ""), started)
     _write_record(directory, running)
     return running
 
@@ -264,7 +283,7 @@ def stop(kinds: list[Kind], directory: Path | None = None, owner: str | None = N
             running = _record(directory, kind.key)
             if running is None or (owner is not None and running.owner != owner):
                 continue
-            if alive(running.pid):
+            if ours(running):
                 _signal_and_wait(running.pid, kind.stop_signal)
                 stopped.append(running)
             (directory / f"{kind.key}.json").unlink(missing_ok=True)
