@@ -74,14 +74,13 @@ class Server:
 
     def how_to_start(self) -> str:
         """One sentence telling a reader how to get this server running."""
-        own = f"Point {self.variable} at a server of your own"
         if self.kind is None:
-            return (f"Start one with `sudo {self.start_script}` (Debian or Ubuntu: installs and starts it on loopback). "
-                    f"{own}, or read the model's figures below.")
+            return (f"It has no pip package, so it needs root: `sudo {self.start_script}` installs and starts one on "
+                    f"loopback (Debian or Ubuntu), or point {self.variable} at a server of your own.")
         failed = _failed.get(self)
         because = f" It could not: {failed}." if failed else ""
         return (f"The course starts its own from the pip package {self.kind.package} when nothing answers.{because} "
-                f"{own}, or run `sudo {self.start_script}` (Debian or Ubuntu).")
+                f"Point {self.variable} at a server of your own, or run `sudo {self.start_script}` (Debian or Ubuntu).")
 
     def reason(self, error: str) -> Unavailable:
         """The sentence a lesson prints (or a test skips with) when the server at :meth:`url` does not answer."""
