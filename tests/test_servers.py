@@ -21,12 +21,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from idemlib.servers import NATS, POSTGRES, REDIS, SERVERS, Server, ServerMissing, forget, ready, require_servers, required
+from idemlib.servers import NATS, POSTGRES, REDIS, SERVERS, ServerMissing, forget, ready, require_servers, required
 from idemlib.servers.base import Unavailable
 from idemlib.servers.local import CannotStart, Running, alive, answers, ensure, free_port, status, stop
 
 OWN = [POSTGRES, REDIS, NATS]
-VERSION = {"postgres": r"PostgreSQL 18\.\d+", "redis": r"Valkey 8\.\d+\.\d+ \(Redis 7\.2\.\d+\)", "nats": r"NATS 2\.15\.\d+"}
+VERSION = {"postgres": r"PostgreSQL 18\.\d+", "redis": r"Valkey 8\.\d+\.\d+ \(Redis 7\.2\.\d+\)",
+           "nats": r"NATS 2\.15\.\d+"}
 
 
 def uid_of(pid: int) -> int:
@@ -160,8 +161,9 @@ def test_without_a_binary_the_message_says_why_and_what_else_to_do(servers_dir):
     forget()
 
 
-@pytest.mark.parametrize("value, wanted", [("", set()), ("0", set()), ("1", {"postgres", "redis", "nats", "rabbitmq", "chromium"}),
-                                           ("postgres,redis,nats", {"postgres", "redis", "nats"}), (" nats ", {"nats"})])
+@pytest.mark.parametrize("value, wanted", [
+    ("", set()), ("0", set()), ("1", {"postgres", "redis", "nats", "rabbitmq", "chromium"}),
+    ("postgres,redis,nats", {"postgres", "redis", "nats"}), (" nats ", {"nats"})])
 def test_require_servers_takes_1_or_a_list(value, wanted, monkeypatch):
     monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", value)
     assert required() == wanted
@@ -187,8 +189,8 @@ def test_a_user_without_root_starts_and_stops_each_server(servers_dir):
     assert started.returncode == 0, started.stderr
     assert [line.split("=")[0] for line in started.stdout.splitlines()] == [s.variable for s in OWN]
     running = status([s.kind for s in OWN], servers_dir)
-    assert len(running) == 3 and all(uid_of(r.pid) == (pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else os.geteuid())
-                                     for r in running)
+    user = pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else os.geteuid()
+    assert len(running) == 3 and all(uid_of(r.pid) == user for r in running)
     stopped = subprocess.run([sys.executable, "-m", "idemlib.servers", "stop"], env=environment, capture_output=True,
                              text=True, timeout=120)
     assert stopped.returncode == 0, stopped.stderr

@@ -49,7 +49,7 @@ class Running:
     version: str
     owner: str
     started: float
-    """When the course launched it (seconds since the epoch): with the process id, tells it from a later process that reuses the id."""
+    """When the course launched it (seconds since the epoch): tells it from a later process that reuses its id."""
 
 
 class Kind(ABC):
@@ -79,14 +79,15 @@ class Kind(ABC):
 
     @abstractmethod
     def check(self, url: str) -> str:
-        """Talk to the server at ``url`` and return its name and version; raise ``OSError`` or the client's error while it cannot answer."""
+        """Ask the server at ``url`` for its name and version; raise (``OSError``, a client error) until it answers."""
 
     def after_start(self, url: str) -> None:
         """Anything the course needs on the server once it answers (PostgreSQL: the ``idemlib`` database)."""
 
 
 def servers_dir() -> Path:
-    """Where the course keeps its servers: ``IDEMLIB_SERVERS_DIR``, else ``var`` inside the venv (or ``~/.cache/idemlib`` when the venv is read-only)."""
+    """Where the course keeps its servers: ``IDEMLIB_SERVERS_DIR``, else ``var`` in the venv (``~/.cache/idemlib/var``
+    when the venv is read-only)."""
     given = os.environ.get("IDEMLIB_SERVERS_DIR")
     if given:
         return Path(given)

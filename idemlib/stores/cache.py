@@ -22,7 +22,7 @@ class Cache(Protocol):
 
 
 def redis_url() -> str:
-    """Where the course finds Redis: ``IDEMLIB_REDIS_URL``, a server at the default address, or its own (started on first use)."""
+    """Where the course finds Redis: ``IDEMLIB_REDIS_URL``, a server at the default address, or its own."""
     return REDIS.url()
 
 

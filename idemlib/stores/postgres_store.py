@@ -16,7 +16,7 @@ _runs = itertools.count(1)
 
 
 def postgres_url() -> str:
-    """Where the course finds PostgreSQL: ``IDEMLIB_POSTGRES_URL``, a server at the default address, or its own (started on first use)."""
+    """Where the course finds PostgreSQL: ``IDEMLIB_POSTGRES_URL``, a server at the default address, or its own."""
     return POSTGRES.url()
 
 
