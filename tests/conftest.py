@@ -24,6 +24,8 @@ from idemlib.stores import (
     require_servers,
 )
 
+_OWNER = pytest.StashKey[str]()
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Mark the servers the course starts during this run as this run's, unless ``make`` already named an owner."""
@@ -35,13 +37,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the servers this run started (lesson kernels inherit the owner), and no one else's."""
     owner = config.stash.get(_OWNER, None)
     if owner is not None:
-        from idemlib.servers import SERVERS, local
+        from idemlib.servers import OWN_KINDS, local
 
-        local.stop([server.kind for server in SERVERS.values() if server.kind is not None], owner=owner)
+        local.stop(list(OWN_KINDS.values()), owner=owner)
         del os.environ["IDEMLIB_SERVERS_OWNER"]
-
-
-_OWNER = pytest.StashKey[str]()
 
 
 def need(reason: str | None) -> None:
@@ -129,14 +128,14 @@ def cache(request):
 def servers_dir(monkeypatch):
     """A folder of the test's own for the course's servers (``IDEMLIB_SERVERS_DIR``), which ``nobody`` (their user
     under root) can reach; every server started in it is stopped afterwards, and no other."""
-    from idemlib.servers import SERVERS, forget, local
+    from idemlib.servers import OWN_KINDS, forget, local
 
     folder = Path(tempfile.mkdtemp(prefix="idemlib-servers-"))
     folder.chmod(0o755)
     monkeypatch.setenv("IDEMLIB_SERVERS_DIR", str(folder))
     forget()
     yield folder
-    local.stop([server.kind for server in SERVERS.values() if server.kind is not None], folder)
+    local.stop(list(OWN_KINDS.values()), folder)
     forget()
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from idemlib.servers import NATS, POSTGRES, REDIS, SERVERS, ServerMissing, forget, ready, require_servers, required
+from idemlib.servers import NATS, OWN_KINDS, POSTGRES, REDIS, ServerMissing, forget, ready, require_servers, required
 from idemlib.servers.base import Unavailable
 from idemlib.servers.local import CannotStart, Running, alive, answers, ensure, free_port, status, stop
 
@@ -203,7 +203,7 @@ def test_every_server_with_a_pip_package_is_pinned_in_pyproject():
 
     pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     pinned = {spec.split("==")[0] for spec in pyproject["project"]["dependencies"] if "==" in spec}
-    assert {server.kind.package for server in SERVERS.values() if server.kind is not None} <= pinned
+    assert {kind.package for kind in OWN_KINDS.values()} <= pinned
 
 
 def test_importing_the_lessons_modules_starts_no_server(servers_dir):

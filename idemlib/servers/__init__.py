@@ -25,6 +25,8 @@ RABBITMQ = Server("RabbitMQ", "rabbitmq", "IDEMLIB_RABBITMQ_URL", "amqp://guest:
                   ".ci/start-rabbitmq")
 SERVERS = {server.key: server for server in (POSTGRES, REDIS, NATS, RABBITMQ)}
 """Every real server, by its short name."""
+OWN_KINDS = {server.key: server.kind for server in SERVERS.values() if server.kind is not None}
+"""The servers the course can start by itself from pip, by short name."""
 
 
 def available(server: Server) -> bool:
@@ -33,5 +35,5 @@ def available(server: Server) -> bool:
     return ready(server.unavailable(), "Using the simulated model for this part instead.")
 
 
-__all__ = ["NATS", "POSTGRES", "RABBITMQ", "REDIS", "SERVERS", "Server", "ServerMissing", "Unavailable", "available",
-           "forget", "ready", "require_servers", "required"]
+__all__ = ["NATS", "OWN_KINDS", "POSTGRES", "RABBITMQ", "REDIS", "SERVERS", "Server", "ServerMissing", "Unavailable",
+           "available", "forget", "ready", "require_servers", "required"]

@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from idemlib.servers import OWN_KINDS as KINDS
 from idemlib.servers import SERVERS
-from idemlib.servers.local import CannotStart, Kind, ensure, status, stop
-
-KINDS: dict[str, Kind] = {key: server.kind for key, server in SERVERS.items() if server.kind is not None}
+from idemlib.servers.local import CannotStart, ensure, status, stop
 
 
 def main(argv: list[str] | None = None) -> int:
