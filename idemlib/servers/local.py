@@ -255,7 +255,8 @@ def _start(kind: Kind, directory: Path) -> Running:
         _signal_and_wait(stale.pid, kind.stop_signal)  # it runs but no longer answers: replace it
     user = as_user()
     if user and not reachable(binary):
-        binary = kind.portable(binary, shelter() / "bin" / kind.key)
+        # Named by the program's own timestamp, so a package upgraded in the venv is copied afresh.
+        binary = kind.portable(binary, shelter() / "bin" / f"{kind.key}-{binary.stat().st_mtime_ns}")
     data = directory / kind.key
     if not data.exists():
         data.mkdir(parents=True, mode=0o700)
