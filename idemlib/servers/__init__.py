@@ -15,8 +15,9 @@ from idemlib.servers import nats, postgres, valkey
 from idemlib.servers.base import Server, Unavailable, forget
 from idemlib.servers.policy import ServerMissing, ready, require_servers, required
 
-POSTGRES = Server("PostgreSQL", "postgres", "IDEMLIB_POSTGRES_URL", "postgresql://postgres:postgres@127.0.0.1:5432/idemlib",
-                  ".ci/start-postgres", postgres.POSTGRES_KIND, postgres.version)
+POSTGRES = Server("PostgreSQL", "postgres", "IDEMLIB_POSTGRES_URL",
+                  "postgresql://postgres:postgres@127.0.0.1:5432/idemlib", ".ci/start-postgres",
+                  postgres.POSTGRES_KIND, postgres.version)
 REDIS = Server("Redis", "redis", "IDEMLIB_REDIS_URL", "redis://127.0.0.1:6379/0", ".ci/start-redis",
                valkey.VALKEY_KIND, valkey.version)
 NATS = Server("NATS JetStream", "nats", "IDEMLIB_NATS_URL", "nats://127.0.0.1:4222", ".ci/start-nats",
