@@ -76,6 +76,7 @@ class _Stored:
     deliveries: int = 0
     receipt: int = 0
     last_failure: str = "no ack before the lease expired"
+    lease_until: float = 0.0
 
 
 class Broker:
@@ -135,6 +136,7 @@ class Broker:
             stored.deliveries += 1
             stored.receipt += 1
             expires = self.clock.now() + self.visibility_timeout
+            stored.lease_until = expires
             heapq.heappush(self._leases, (expires, position, stored.receipt))
             self.trace.record(
                 consumer, "delivered", stored.message.label, stored.deliveries,
@@ -168,14 +170,31 @@ class Broker:
         stored.last_failure = reason
         self._move(delivery.position, READY)
 
+    def extend(self, delivery: Delivery) -> bool:
+        """Give the delivery a fresh lease, one visibility timeout from now; False if the lease has moved on.
+
+        What SQS's ChangeMessageVisibility, JetStream's in-progress ack and Pub/Sub's
+        modifyAckDeadline do for a consumer still at work. A lease that already ran
+        out (or was acked or released) is not this consumer's to extend.
+        """
+        self._expire_leases()
+        stored = self._stored[delivery.position]
+        if stored.place != LEASED or stored.receipt != delivery.receipt:
+            return False
+        stored.lease_until = self.clock.now() + self.visibility_timeout
+        heapq.heappush(self._leases, (stored.lease_until, delivery.position, delivery.receipt))
+        self.trace.record(delivery.consumer, "lease extended", delivery.message_id, delivery.count,
+                          f"until {stored.lease_until:g}")
+        return True
+
     def next_lease_expiry(self) -> float | None:
         """When the earliest outstanding lease runs out, or None if no message is leased."""
         while self._leases:
             expires, position, receipt = self._leases[0]
             stored = self._stored[position]
-            if stored.place == LEASED and stored.receipt == receipt:
+            if stored.place == LEASED and stored.receipt == receipt and stored.lease_until == expires:
                 return expires
-            heapq.heappop(self._leases)  # acked or released since; nothing to expire
+            heapq.heappop(self._leases)  # acked, released or extended since; nothing to expire at this moment
         return None
 
     def place_of(self, position: int) -> str:

@@ -21,7 +21,7 @@ from idemlib.handlers import (HANDLERS, BusinessRowHandler, CacheGuardHandler, H
                               InboxHandler)
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
-from idemlib.sim import _advance, _Consumer, _start, outcome_of, simulate
+from idemlib.sim import DEFAULT_STEP_SECONDS, _advance, _Consumer, _start, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
 from idemlib.stores.cache import Cache
 from idemlib.stores.keyvalue import KeyValuePayments
@@ -269,3 +269,9 @@ def retry_settings(
                          "payments never made": int((charges == 0).sum()),
                          "dead-lettered": len(result.dead_letters)})
     return pd.DataFrame(rows)
+
+
+def handler_seconds(handler: Handler, step_seconds: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Simulated seconds each of ``handler``'s steps takes in one delivery: ``step_seconds``, else the default."""
+    durations = dict(step_seconds or {})
+    return {step: durations.get(step, DEFAULT_STEP_SECONDS) for step in handler.steps}

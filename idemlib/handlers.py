@@ -37,6 +37,10 @@ def _no_clock() -> float:
     raise RuntimeError("this context has no clock: run the handler through simulate(), which gives it the run's clock")
 
 
+def _no_lease() -> bool:
+    raise RuntimeError("this context has no broker: run the handler through simulate(), which lets it extend its lease")
+
+
 @dataclass
 class Context:
     """What a handler works with for one delivery: its database session, its ack and the provider."""
@@ -48,6 +52,8 @@ class Context:
     call_provider: Callable[[str | None, Charge], Response] = _no_provider
     now: Callable[[], float] = _no_clock
     """The run's clock, for handlers that keep deadlines (lesson 09's in-progress record)."""
+    extend_lease: Callable[[], bool] = _no_lease
+    """Ask the broker for a fresh lease on this delivery, for handlers whose work outlasts one (lesson 09)."""
 
     @property
     def message_id(self) -> str:

@@ -17,11 +17,15 @@ SETUP = (
     "INSERT INTO accounts VALUES (7, 0)",
     "CREATE TABLE orders (order_id INTEGER PRIMARY KEY, status VARCHAR NOT NULL)",
     "INSERT INTO orders VALUES (1042, 'NEW')",
-    "CREATE TABLE payments (order_id INTEGER NOT NULL, amount INTEGER NOT NULL)",
+    "CREATE TABLE payments (order_id INTEGER NOT NULL, amount INTEGER NOT NULL, message_id VARCHAR UNIQUE)",
     "CREATE TABLE carts (cart_id INTEGER PRIMARY KEY)",
     "INSERT INTO carts VALUES (9), (10)",
 )
-"""A scratch database: account 7 with a zero balance, order 1042 not yet paid, two carts."""
+"""A scratch database: account 7 with a zero balance, order 1042 not yet paid, no payments, two carts.
+
+``payments.message_id`` is unique, as an inbox's key is; a payment inserted without one leaves it empty,
+and the key lets any number of empty ones through.
+"""
 
 TABLES = ("accounts", "orders", "payments", "carts")
 
@@ -33,7 +37,20 @@ STATEMENTS = {
                          "ON CONFLICT (order_id) DO UPDATE SET status = excluded.status",
     "delete a cart": "DELETE FROM carts WHERE cart_id = 9",
 }
-"""Lesson 00's exercise: statements a handler might run, some safe to repeat and some not."""
+"""Lesson 00's second exercise: statements a handler might run, some safe to repeat and some not."""
+
+INSERTS = {
+    "ignore a repeat": "INSERT INTO payments (message_id, order_id, amount) VALUES ('m-7f3', 1042, 40) "
+                       "ON CONFLICT (message_id) DO NOTHING",
+    "fail on a repeat": "INSERT INTO payments (message_id, order_id, amount) VALUES ('m-7f3', 1042, 40)",
+    "add on a repeat": "INSERT INTO payments (message_id, order_id, amount) VALUES ('m-7f3', 1042, 40) "
+                       "ON CONFLICT (message_id) DO UPDATE SET amount = payments.amount + excluded.amount",
+}
+"""Lesson 00's first exercise: three ways to insert m-7f3's payment under its message ID.
+
+Their repeats answer differently (no row written, a duplicate-key error, one row changed); whether
+each is idempotent depends only on the rows they leave.
+"""
 
 
 def scratch() -> duckdb.DuckDBPyConnection:
@@ -46,7 +63,7 @@ def scratch() -> duckdb.DuckDBPyConnection:
 
 def state(db: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]:
     """Every row of every table, sorted: what "the same state" is compared on."""
-    return {table: sorted(db.execute(f"SELECT * FROM {table}").fetchall()) for table in TABLES}
+    return {table: sorted(db.execute(f"SELECT * FROM {table}").fetchall(), key=repr) for table in TABLES}
 
 
 def balances_after(statement: str, runs: int = 3) -> pd.Series:
@@ -59,12 +76,32 @@ def balances_after(statement: str, runs: int = 3) -> pd.Series:
     return pd.Series(balances, index=pd.RangeIndex(1, runs + 1, name="after run"), name="balance (CZK)")
 
 
+def repeat_answers(statement: str, runs: int = 3) -> list[str]:
+    """What each of ``runs`` runs of ``statement`` on one scratch database answered: rows written, or the error."""
+    db = scratch()
+    said = []
+    for _ in range(runs):
+        try:
+            written = db.execute(statement).fetchone()[0]
+            said.append(f"{written} row{'' if written == 1 else 's'} written")
+        except duckdb.Error as error:
+            said.append(f"error: {type(error).__name__}")
+    return said
+
+
 def is_idempotent(statement: str, runs: int = 3) -> bool:
-    """Whether ``runs`` runs of ``statement`` leave the scratch database as one run does."""
+    """Whether ``runs`` runs of ``statement`` leave the scratch database as one run does.
+
+    A repeat that fails with an error has answered differently, not changed the data: in
+    autocommit a failed statement leaves every row as it was, so only the rows are compared.
+    """
     once, many = scratch(), scratch()
     once.execute(statement)
     for _ in range(runs):
-        many.execute(statement)
+        try:
+            many.execute(statement)
+        except duckdb.Error:
+            pass  # an error is an answer; the rows it leaves are what the definition compares
     return state(once) == state(many)
 
 

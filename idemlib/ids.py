@@ -41,12 +41,20 @@ SOURCES = ("producer retry", "relay republish", "replay", "redelivery")
 
 @dataclass(frozen=True)
 class Copy:
-    """One message on the queue: which fact it carries, why it exists, and its body."""
+    """One message on the queue: which fact it carries, why it exists, and its body.
+
+    ``request_id`` names the client's payment request (``req-0007`` for fact 7 when
+    empty); ``seconds_later`` is how long after the original this copy was sent (its
+    source's usual delay when None: a producer retry 2 seconds later, a relay's
+    republish 5).
+    """
 
     fact: int
     source: str
     position: int
     body: dict[str, int]
+    request_id: str = ""
+    seconds_later: float | None = None
 
 
 def record(copy: Copy) -> dict[str, Any]:
@@ -57,9 +65,18 @@ def record(copy: Copy) -> dict[str, Any]:
     (2 for its retry); ``sent_at`` is when this copy was sent, in seconds (a replay
     re-sends the dead-lettered copy as it was, so it keeps the original's).
     """
-    seconds_later = {"producer retry": 2.0, "relay republish": 5.0}.get(copy.source, 0.0)
-    return {"request_id": f"req-{copy.fact:04d}", **copy.body, "attempt": 2 if copy.source == "producer retry" else 1,
-            "sent_at": copy.fact * 60.0 + seconds_later}
+    usual = {"producer retry": 2.0, "relay republish": 5.0}.get(copy.source, 0.0)
+    later = 0.0 if copy.source in ("original", "replay") else usual if copy.seconds_later is None else copy.seconds_later
+    return {"request_id": copy.request_id or f"req-{copy.fact:04d}", **copy.body,
+            "attempt": 2 if copy.source == "producer retry" else 1, "sent_at": copy.fact * 60.0 + later}
+
+
+def whole_message_hash(carried: dict[str, Any]) -> str:
+    """A digest of everything a copy carries, ``attempt`` and ``sent_at`` included, as hashing the whole message gives.
+
+    The ``content hash`` strategy digests the body alone (order and amount).
+    """
+    return "sha-" + hashlib.sha256(json.dumps(carried, sort_keys=True).encode()).hexdigest()[:12]
 
 
 Strategy = str | Callable[[dict[str, Any]], Any]
@@ -70,7 +87,7 @@ def assign_id(copy: Copy, strategy: Strategy) -> str:
 
     ``producer``: the event ID created with the fact, the same on every copy.
     ``broker``: a new ID for every message the broker accepts (a redelivery keeps it).
-    ``content hash``: a digest of the body, the same for the same bytes.
+    ``content hash``: a digest of the body (order and amount), the same for the same bytes.
     A function is given the copy's :func:`record` and returns the ID.
     """
     if callable(strategy):

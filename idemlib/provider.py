@@ -10,15 +10,19 @@ Three behaviours, selectable by name, differ where their sources say they do:
 
 - ``stripe-v1``: a result is saved under the key only once the endpoint has begun
   executing. A request refused before that (its parameters fail validation, it
-  conflicts with a concurrent request with the same key) saves nothing, so a retry
-  with the same key runs normally. Once execution began, whatever came out is saved
-  and replayed, errors included (``500`` too). A key sent again with other
+  conflicts with a concurrent request with the same key, it is rate limited, it
+  carries no API key) saves nothing, so a retry with the same key runs normally:
+  Stripe's rate limiters run before its idempotency layer. A retry while the first
+  request is still running gets 409. Once execution began, whatever came out is
+  saved and replayed, errors included (``500`` too). A key sent again with other
   parameters is rejected; keys may be removed once they are 24 hours old, and a key
   reused after that runs as a new request.
 - ``stripe-v2``: a replay is recognised for 30 days; failed or partly failed work is
   run again to completion on a retry, so a retry never charges twice.
 - ``ietf-draft``: a missing key is refused with 400, a retry while the first request
-  is still in progress gets 409, a key reused with a different payload gets 422.
+  is still in progress gets 409, a key reused with a different payload gets 422. A
+  failure is not kept as the key's answer: the course's server rolls a failed charge
+  back, so a retry runs it again.
 
 Two kinds of failure can be scheduled, because they differ in what is saved:
 :meth:`PaymentProvider.refuse_next` (turned away before the endpoint begins, as a
@@ -26,8 +30,8 @@ rate limit would) and :meth:`PaymentProvider.fail_next` (the endpoint began and 
 failed, with or without the money already taken: the error does not say which).
 
 Figures come from ``data/facts.csv``. Where the sources are silent (the status
-Stripe uses for a mismatch, whether a rate-limited request is saved, what v2 does
-with other parameters), the model says so in :attr:`Behaviour.assumed`.
+Stripe uses for a mismatch, what v2 does with other parameters), the model says so
+in :attr:`Behaviour.assumed`.
 """
 
 from __future__ import annotations
@@ -58,23 +62,24 @@ class Behaviour:
 def behaviours() -> dict[str, Behaviour]:
     """The three behaviours the course compares, with their figures read from the facts file."""
     missing, in_progress, mismatch = (fact_number(f"ietf_{n}_status") for n in ("missing_key", "in_progress", "payload_mismatch"))
-    before_execution = ("a rate-limited request (429) is modelled as turned away before the endpoint begins, so nothing "
-                        "is saved (Stripe documents this for validation failures and concurrent conflicts)")
+    key_in_use = fact_number("stripe_key_in_use_status")
     return {
         "stripe-v1": Behaviour("stripe-v1", key_required=False, replays_errors=True,
                                retention_seconds=fact_seconds("stripe_v1_key_min_age"), mismatch_status=400,
-                               in_progress_status=in_progress, missing_key_status=missing,
-                               assumed="the mismatch status (400) and the in-progress status (409) are the model's; "
-                                       "keys are removed at exactly 24 hours (Stripe: at least 24); " + before_execution),
+                               in_progress_status=key_in_use, missing_key_status=missing,
+                               assumed="the mismatch status (400) is the model's; keys are removed at exactly 24 hours "
+                                       "(Stripe: at least 24)"),
         "stripe-v2": Behaviour("stripe-v2", key_required=False, replays_errors=False,
                                retention_seconds=fact_seconds("stripe_v2_replay_window"), mismatch_status=400,
-                               in_progress_status=in_progress, missing_key_status=missing,
+                               in_progress_status=key_in_use, missing_key_status=missing,
                                assumed="v2 is modelled to reject other parameters as v1 does, with the same statuses; "
-                                       "a retry always completes the failed work (Stripe: when possible); " + before_execution),
-        "ietf-draft": Behaviour("ietf-draft", key_required=True, replays_errors=True,
+                                       "a retry always completes the failed work (Stripe: when possible)"),
+        "ietf-draft": Behaviour("ietf-draft", key_required=True, replays_errors=False,
                                 retention_seconds=fact_seconds("stripe_v1_key_min_age"), mismatch_status=mismatch,
                                 in_progress_status=in_progress, missing_key_status=missing,
-                                assumed="the draft sets no retention; the model keeps keys 24 hours"),
+                                assumed="the draft sets no retention; the model keeps keys 24 hours. The draft answers a "
+                                        "retry with the earlier result, 'success or an error'; a failure the server "
+                                        "rolled back completed nothing, so the model runs the retry instead"),
     }
 
 
@@ -124,7 +129,11 @@ class PaymentProvider:
     _ids: itertools.count = field(default_factory=lambda: itertools.count(81))
 
     def refuse_next(self, count: int = 1, *, status: int | None = None) -> None:
-        """Turn the next ``count`` requests away before the endpoint begins (by default a rate limit): nothing is saved."""
+        """Turn the next ``count`` requests away before the endpoint begins (by default a rate limit): nothing is saved.
+
+        Stripe's rate limiters run before its idempotency layer, and so does the
+        check of the API key: a 429 or a 401 leaves the idempotency key unknown.
+        """
         status = fact_number("stripe_rate_limit_status") if status is None else status
         self._failures += [_Failure(status, began=False)] * count
 

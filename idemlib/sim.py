@@ -183,7 +183,7 @@ def _start(
             raise ResponseLost(f"{delivery.message_id}: no answer from the provider (the call timed out)")
         return response
 
-    context = Context(delivery, worker.session, ack, note, now=trace.clock.now)
+    context = Context(delivery, worker.session, ack, note, now=trace.clock.now, extend_lease=lambda: broker.extend(delivery))
     if provider is not None:
         context.call_provider = call_provider
     worker.delivery = delivery

@@ -1,6 +1,8 @@
-"""Lesson 00's exercises: the running example as a Message, and which statements are idempotent."""
+"""Lesson 00's exercises: which inserts of m-7f3's payment are idempotent, which statements are, and m-7f3 itself."""
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
@@ -9,10 +11,14 @@ from idemlib.messages import Message
 
 IDEMPOTENT = {"set the status": True, "take 40 off the balance": False, "insert a payment": False,
               "upsert the status": True, "delete a cart": True}
+INSERTS = {"ignore a repeat": True, "fail on a repeat": True, "add on a repeat": False}
 
 BANKS = {
     "check_running_example": Bank(
-        right=[(Message.charge("m-7f3", 1042, 40),), (Message.charge(message_id="m-7f3", order_id=1042, amount=40),)],
+        right=[(Message.charge("m-7f3", 1042, 40),), (Message.charge(message_id="m-7f3", order_id=1042, amount=40),),
+               # the body as the JSON text a producer puts on the wire: the consumer reads the same charge
+               (Message("m-7f3", '{"order_id": 1042, "amount": 40}'),),
+               (Message("m-7f3", {"amount": 40, "order_id": 1042}),)],
         wrong=[
             Wrong((Message.charge("m-7f3", 1042, 80),), "amount"),
             Wrong((Message.charge("m-8a1", 1042, 40),), "ID"),
@@ -20,6 +26,31 @@ BANKS = {
             Wrong((Message.charge("m-7f3", 1024, 40),), "order"),
             Wrong(("m-7f3",), "Message"),
             Wrong(({"message_id": "m-7f3", "order_id": 1042, "amount": 40},), "Message"),
+            # equal in Python (40.0 == 40), refused by the course's parser: dead-lettered, $0 charged
+            Wrong((Message.charge("m-7f3", 1042, 40.0),), "dead-letter queue"),
+            Wrong((Message.charge("m-7f3", 1042, Decimal("40.00")),), "dead-letter queue"),
+            Wrong((Message.charge("m-7f3", "1042", 40),), "dead-letter queue"),
+            Wrong((Message.charge("m-7f3", 1042, np.int64(40)),), "dead-letter queue"),
+        ],
+    ),
+    "check_idempotent_inserts": Bank(
+        right=[(INSERTS,), ({name: "yes" if value else "no" for name, value in INSERTS.items()},),
+               ({name: np.bool_(value) for name, value in INSERTS.items()},),
+               ({name: int(value) for name, value in reversed(INSERTS.items())},)],
+        wrong=[
+            # "the repeat answers 0 rows / an error, so it is not the same": judges the answer, not the data
+            Wrong(({**INSERTS, "ignore a repeat": False},), "answer"),
+            Wrong(({**INSERTS, "fail on a repeat": False},), "answer"),
+            # "ON CONFLICT makes it safe": the upsert that adds charges again on every repeat
+            Wrong(({**INSERTS, "add on a repeat": True},), "changes a row again"),
+            Wrong(({name: True for name in INSERTS},), "changes a row again"),
+            # only the keyword DO NOTHING counts as safe
+            Wrong(({"ignore a repeat": True, "fail on a repeat": False, "add on a repeat": False},), "answer"),
+            Wrong(({name: False for name in INSERTS},), "2 of 3"),
+            Wrong(({name: not value for name, value in INSERTS.items()},), "3 of 3"),
+            Wrong(({"ignore a repeat": True},), "keys"),
+            Wrong(({**INSERTS, "add on a repeat": "sometimes"},), "True"),
+            Wrong(([True, True, False],), "dict"),
         ],
     ),
     "check_idempotent_statements": Bank(

@@ -26,6 +26,9 @@ BANKS = {
             # a crash after the commit, before the ack, loses the ack just the same
             (FaultPlan(crashes=[Crash("ack", delivery=1), Crash("ack", delivery=2)]),),
             (FaultPlan(lost_acks=[LostAck(1)], crashes=[Crash("ack", delivery=2)]),),
+            # delivery numbers as a pandas column gives them, and as digit strings
+            (FaultPlan(lost_acks=[LostAck(np.int64(1)), LostAck(np.int64(2))]),),
+            (FaultPlan(lost_acks=[LostAck("1")], crashes=[Crash("ack", delivery=" 2")]),),
         ],
         wrong=[
             Wrong((FaultPlan(lost_acks=[LostAck(1)]),), "Each extra charge"),
@@ -39,10 +42,14 @@ BANKS = {
             Wrong((FaultPlan(lost_acks=[LostAck(n) for n in range(1, 6)]),), "dead-letter"),
             Wrong((FaultPlan(lost_acks=[LostAck(1, message_id="m-8a1"), LostAck(2, message_id="m-8a1")]),), "charged $40"),
             Wrong(([LostAck(1), LostAck(2)],), "FaultPlan"),
+            # the same mistakes in other spellings are still mistakes
+            Wrong((FaultPlan(lost_acks=[LostAck(np.int64(2)), LostAck("3")]),), "charged $40"),
+            Wrong((FaultPlan(lost_acks=[LostAck("one"), LostAck("two")]),), "charged $40"),
         ],
     ),
     "check_overcharge": Bank(
-        right=[(OVER,), (float(OVER),), (np.int64(OVER),), (str(OVER),), (f"${OVER:,}",)],
+        right=[(OVER,), (float(OVER),), (np.int64(OVER),), (str(OVER),), (f"${OVER:,}",),
+               (np.float64(OVER),), (f" {OVER} ",)],
         wrong=[
             Wrong((TOTAL,), "everything charged"),
             Wrong((OWED,), "what the customers owe"),
@@ -50,6 +57,9 @@ BANKS = {
             Wrong((OVER + 40,), "compare total_charged"),
             Wrong(("a lot",), "number of dollars"),
             Wrong((True,), "number of dollars"),
+            Wrong((np.bool_(True),), "number of dollars"),
+            Wrong((np.int64(TOTAL),), "everything charged"),
+            Wrong((str(OWED),), "what the customers owe"),
         ],
     ),
 }

@@ -19,6 +19,17 @@ BANKS = {
             ("INSERT INTO processed_messages (message_id) SELECT ? EXCEPT SELECT message_id FROM processed_messages",),
             ("INSERT INTO processed_messages (message_id) "
              "SELECT ? WHERE (SELECT count(*) FROM processed_messages WHERE message_id = ?) = 0",),
+            # a comment line first, and a ? inside a comment: neither is part of the statement
+            ("-- the inbox, without ON CONFLICT\n" + NOT_EXISTS,),
+            (NOT_EXISTS + " /* each ? is the message ID */",),
+            ("WITH incoming AS (SELECT ? AS message_id) INSERT INTO processed_messages (message_id) "
+             "SELECT message_id FROM incoming WHERE message_id NOT IN (SELECT message_id FROM processed_messages)",),
+            # DuckDB runs MERGE, and so does PostgreSQL 15
+            ("MERGE INTO processed_messages AS seen USING (SELECT ? AS message_id) AS incoming "
+             "ON seen.message_id = incoming.message_id "
+             "WHEN NOT MATCHED THEN INSERT (message_id) VALUES (incoming.message_id)",),
+            ("INSERT INTO processed_messages (message_id) SELECT ? WHERE NOT EXISTS "
+             "(SELECT 1 FROM processed_messages WHERE message_id = ? AND message_id <> '?')",),
         ],
         wrong=[
             # blocks every message after the first: the condition never looks at the ID
@@ -42,12 +53,29 @@ BANKS = {
                   "processed_messages"),
             Wrong(("INSERT INTO processed_messages (message_id) VALUES ('m-7f3')",), "?"),
             Wrong(([NOT_EXISTS],), "string"),
+            # a high-water mark: IDs do not arrive in sorted order
+            Wrong(("INSERT INTO processed_messages (message_id) SELECT ? "
+                   "WHERE ? > (SELECT coalesce(max(message_id), '') FROM processed_messages)",), "never been seen"),
+            # pattern matching, not equality: pay_1042 matches pay-1042
+            Wrong((NOT_EXISTS.replace("message_id = ?", "message_id LIKE ?"),), "wildcards"),
+            # keys cut to a prefix: m-8a10 and m-8a1 collide
+            Wrong((NOT_EXISTS.replace("message_id = ?", "left(message_id, 5) = left(?, 5)"),), "never been seen"),
+            Wrong(("INSERT INTO processed_messages (message_id) SELECT left(?, 5) WHERE NOT EXISTS "
+                   "(SELECT 1 FROM processed_messages WHERE message_id = left(?, 5))",), "exactly that ID"),
+            # MERGE that updates a match reports a row for every repeat
+            Wrong(("MERGE INTO processed_messages AS seen USING (SELECT ? AS message_id) AS incoming "
+                   "ON seen.message_id = incoming.message_id WHEN MATCHED THEN UPDATE SET fingerprint = 'seen' "
+                   "WHEN NOT MATCHED THEN INSERT (message_id) VALUES (incoming.message_id)",), "charge it again"),
+            Wrong(("-- INSERT INTO processed_messages (message_id) VALUES (?)\n"
+                   "SELECT count(*) FROM processed_messages WHERE message_id = ?",), "INSERT"),
         ],
     ),
     "check_crash_point": Bank(
         right=[("naive", "crash before ack", "charged twice"), ("naive", " Crash before ACK ", "charged twice"),
                ("naive", "crash after commit", "charged twice"), ("naive", "before ack", "charged twice"),
-               ("ID first", "crash before charge", "charge lost"), ("work first", "crash before record id", "charged twice")],
+               ("ID first", "crash before charge", "charge lost"), ("work first", "crash before record id", "charged twice"),
+               ("naive", "crash before the ack", "charged twice"), ("naive", "crash after the commit", "charged twice"),
+               ("naive", "crash just before its ack", "charged twice")],
         wrong=[
             Wrong(("naive", "crash before commit", "charged twice"), "charged once"),
             Wrong(("naive", "crash before charge", "charged twice"), "already saved"),
@@ -59,6 +87,8 @@ BANKS = {
             Wrong(("naive", "no fault", "charged twice"), "not a crash"),
             Wrong(("naive", "crash after ack", "charged twice"), "its crashes are"),
             Wrong(("naive", 4, "charged twice"), "string"),
+            Wrong(("naive", "crash before the commit", "charged twice"), "charged once"),
+            Wrong(("naive", "the commit", "charged twice"), "its crashes are"),
         ],
         blank=("naive", ..., "charged twice"),
     ),

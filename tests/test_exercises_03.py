@@ -1,9 +1,11 @@
-"""Lesson 03's exercises: who loses a DuckDB race with the roles swapped, and ID first's interleavings."""
+"""Lesson 03's exercises: who loses a DuckDB race with the roles swapped, and B's signal at REPEATABLE READ."""
 
 from __future__ import annotations
 
-import numpy as np
+import pytest
 from exercise_bank import Bank, Wrong, bank_tests
+
+RIGHT = {"A commits": ("serialization failure", "give it back"), "A rolls back": ("one row", "charge")}
 
 BANKS = {
     "check_race_loser": Bank(
@@ -23,19 +25,44 @@ BANKS = {
             Wrong((1,), "string"),
         ],
     ),
-    "check_interleaving_count": Bank(
-        right=[((12, 0),), ([12, 0],), ((np.int64(12), np.int64(0)),), (("12", "0"),), ((12.0, 0.0),)],
+    "check_repeatable_read": Bank(
+        right=[
+            (RIGHT,),
+            ({"A rolls back": ["writes one row", "charges"],
+              "A commits": ["SerializationFailure (40001)", "roll back and retry later"]},),
+            ({"A commits": ("could not serialize access", "nack: give the message back"),
+              "A rolls back": (1, "charge")},),
+        ],
         wrong=[
-            Wrong(((20, 0),), "schedules"),  # C(6, 3), not the distinct orders
-            Wrong(((12, 12),), "charge twice is not"),
-            Wrong(((6, 0),), "off"),
-            Wrong(((66, 60),), "off"),  # work first's numbers, from the table
-            Wrong((12,), "pair"),
-            Wrong(((12.5, 0),), "pair"),
-            Wrong(((True, 0),), "pair"),
-            Wrong((("twelve", "0"),), "pair"),
+            # READ COMMITTED's answer, carried over to a level where the snapshot does not move
+            Wrong(({**RIGHT, "A commits": ("zero rows", "skip and ack")},), "READ COMMITTED"),
+            # the signal right, but the error taken for proof that the message was handled
+            Wrong(({**RIGHT, "A commits": ("serialization failure", "skip and ack")},), "lost race"),
+            Wrong(({**RIGHT, "A commits": ("serialization failure", "charge")},), "lost race"),
+            # DuckDB's signal: PostgreSQL makes B wait instead
+            Wrong(({**RIGHT, "A commits": ("duplicate-key error", "give it back")},), "ON CONFLICT DO NOTHING"),
+            Wrong(({**RIGHT, "A commits": ("one row", "charge")},), "two m-7f3s"),
+            # "a stricter level always fails the loser": but a rolled-back A leaves nothing to conflict with
+            Wrong(({**RIGHT, "A rolls back": ("serialization failure", "give it back")},), "anything for B's insert"),
+            Wrong(({**RIGHT, "A rolls back": ("zero rows", "skip and ack")},), "anything for B's insert"),
+            Wrong(({**RIGHT, "A rolls back": ("one row", "skip and ack")},), "which step"),
+            Wrong(({"A commits": RIGHT["A commits"]},), "dict"),
+            Wrong(({**RIGHT, "A commits": "serialization failure"},), "dict"),
+            Wrong(({**RIGHT, "A commits": ("it depends", "give it back")},), "cannot read"),
         ],
     ),
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def test_without_a_postgresql_server_the_repeatable_read_check_says_so_instead_of_judging(monkeypatch):
+    from idemlib.course.exercises import check_repeatable_read, lesson_03
+
+    monkeypatch.setattr(lesson_03, "postgres_unavailable", lambda: "PostgreSQL is not reachable here.")
+    monkeypatch.setattr(lesson_03, "require_servers", lambda: False)
+    feedback = check_repeatable_read(RIGHT)
+    assert not feedback and "cannot judge" in feedback.message and "not reachable" in feedback.message
+    monkeypatch.setattr(lesson_03, "require_servers", lambda: True)  # as in CI: a missing server is an error
+    with pytest.raises(RuntimeError, match="not reachable"):
+        check_repeatable_read(RIGHT)

@@ -10,6 +10,7 @@ import time
 import uuid
 import zlib
 from hashlib import sha256
+from uuid import NAMESPACE_URL, uuid5
 
 from exercise_bank import Bank, Wrong, bank_tests
 
@@ -86,6 +87,51 @@ def call_initial(message_id, call):
     return f"{message_id}:{call[0]}"  # charge and capture share a c
 
 
+def cut_to_twelve(message_id, call):
+    return f"{message_id[:12]}:{call}"  # enough for m-7f3, not for a 200-character ID
+
+
+PAYMENTS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # a namespace written in the source
+
+
+def namespaced_uuid5(message_id, call):
+    return str(uuid.uuid5(PAYMENTS, f"{message_id}:{call}"))
+
+
+def uuid5_from_a_module_constant(message_id, call):
+    return str(uuid5(NAMESPACE_URL, f"urn:payments:{message_id}:{call}"))
+
+
+STARTED = uuid.uuid4()  # made once at start-up: the same all day, another one after a restart
+
+
+def startup_uuid(message_id, call):
+    return f"{STARTED}:{message_id}:{call}"
+
+
+REMEMBERED = {}
+
+
+def remembered_uuid(message_id, call):
+    return REMEMBERED.setdefault((message_id, call), str(uuid.uuid4()))  # a memory a restart empties
+
+
+def utc_hour(message_id, call):
+    return f"{message_id}:{call}:{datetime.datetime.now(datetime.timezone.utc):%Y%m%d%H}"
+
+
+def utc_date(message_id, call):
+    return f"{message_id}:{call}:{datetime.datetime.now(datetime.timezone.utc).date()}"
+
+
+def five_minute_bucket(message_id, call):
+    return f"{message_id}:{call}:{int(time.time() // 300)}"  # the same for copies seconds apart, not hours
+
+
+def node_name(message_id, call):
+    return f"{os.uname().nodename}/{message_id}/{call}"
+
+
 class KeyMaker:
     def __call__(self, message_id, call):
         return f"{message_id}:{call}"
@@ -98,7 +144,7 @@ def one_argument(message_id):
 BANKS = {
     "check_key_function": Bank(
         right=[(joined,), (call_first,), (digest_of_both,), (lambda m, call: f"{m}:{call}",),
-               (crc_of_both,), (with_a_helper,)],
+               (crc_of_both,), (with_a_helper,), (namespaced_uuid5,), (uuid5_from_a_module_constant,)],
         wrong=[
             Wrong((upper,), "besides which message"),
             Wrong((digest_of_the_id,), "besides which message"),
@@ -106,8 +152,15 @@ BANKS = {
             Wrong((with_the_pid,), "fresh process"),
             Wrong((fresh_uuid,), "first attempt"),
             Wrong((the_call_only,), "the same key"),
-            Wrong((with_the_date,), "fresh process"),
-            Wrong((with_the_hour,), "fresh process"),
+            Wrong((with_the_date,), "clock"),
+            Wrong((with_the_hour,), "clock"),
+            Wrong((utc_hour,), "clock"),
+            Wrong((utc_date,), "clock"),
+            Wrong((five_minute_bucket,), "clock"),
+            Wrong((startup_uuid,), "start-up"),
+            Wrong((remembered_uuid,), "starts empty"),
+            Wrong((node_name,), "host name"),
+            Wrong((cut_to_twelve,), "cut down"),
             Wrong((with_the_host,), "host name"),
             Wrong((short_digest,), "cut down"),
             Wrong((cut_short,), "the same key"),
@@ -120,3 +173,28 @@ BANKS = {
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def notebook_function(cells, name):
+    """A function as a notebook defines it: cells run one after another in one namespace, kept in ``_ih``."""
+    import linecache
+
+    namespace = {"__name__": "__main__", "_ih": ["", *cells]}
+    for number, cell in enumerate(cells, start=1):
+        filename = f"<notebook cell {number}>"  # IPython registers each cell's text the same way
+        linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+        exec(compile(cell, filename, "exec"), namespace)
+    return namespace[name]
+
+
+NOTEBOOK = ["import uuid", 'NS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")\nSEEN = {}\nPREFIX = "old"',
+            'PREFIX = "pay"\ndef call_key(m, c):\n    return str(uuid.uuid5(NS, f"{PREFIX}:{m}:{c}"))',
+            "def remembered(m, c):\n    return SEEN.setdefault((m, c), str(uuid.uuid4()))\nfor n in range(3):\n    SEEN[n] = n"]
+
+
+def test_in_a_notebook_the_restart_reruns_the_cells_that_define_what_the_key_reads():
+    from idemlib.course.exercises import check_key_function
+
+    assert check_key_function(notebook_function(NOTEBOOK, "call_key"))  # the namespace and the last PREFIX come back
+    refused = check_key_function(notebook_function(NOTEBOOK, "remembered"))  # SEEN comes back empty
+    assert not refused and "starts empty" in refused.message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import uuid
@@ -56,6 +57,43 @@ def from_listed_fields(record):
     return "/".join(str(record[field]) for field in ID_FIELDS)
 
 
+def five_minute_bucket(record):
+    return f"{record['order_id']}:{record['amount']}:{int(record['sent_at'] // 300)}"  # copies minutes or hours apart
+
+
+def hour_bucket(record):
+    return f"{record['request_id']}@{int(record['sent_at'] // 3600)}"
+
+
+def request_prefix(record):
+    return record["request_id"][:16]  # a shorter key, but request IDs run to 185 characters
+
+
+STARTED = uuid.uuid4()
+
+
+def startup_uuid(record):
+    return f"{STARTED}/{record['request_id']}"  # the same until the consumer restarts
+
+
+SEEN = {}
+
+
+def remembered(record):
+    return SEEN.setdefault(record["request_id"], str(uuid.uuid4()))  # a memory a restart empties
+
+
+def with_today(record):
+    return f"{record['request_id']}:{datetime.date.today()}"
+
+
+PAYMENTS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
+
+
+def namespaced_uuid5(record):
+    return str(uuid.uuid5(PAYMENTS, record["request_id"]))
+
+
 def as_tuple(record):
     return (record["request_id"], record["order_id"])
 
@@ -66,7 +104,8 @@ def missing_field(record):
 
 BANKS = {
     "check_message_id": Bank(
-        right=[(request_id,), (prefixed,), (request_and_order,), (lambda r: r["request_id"],), (as_tuple,), (from_listed_fields,)],
+        right=[(request_id,), (prefixed,), (request_and_order,), (lambda r: r["request_id"],), (as_tuple,), (from_listed_fields,),
+               (namespaced_uuid5,)],
         wrong=[
             Wrong((content_hash,), "same order and amount"),
             Wrong((order_only,), "same order and amount"),
@@ -75,6 +114,12 @@ BANKS = {
             Wrong((fresh_uuid,), "same on every copy"),
             Wrong((builtin_hash,), "fresh process"),
             Wrong((sent_at,), "same on every copy"),
+            Wrong((five_minute_bucket,), "same on every copy"),
+            Wrong((hour_bucket,), "same on every copy"),
+            Wrong((request_prefix,), "same ID"),
+            Wrong((startup_uuid,), "start-up"),
+            Wrong((remembered,), "starts empty"),
+            Wrong((with_today,), "clock"),
             Wrong((missing_field,), "KeyError"),
             Wrong(("req-0007",), "function"),
             Wrong((lambda record: None,), "no ID"),

@@ -6,7 +6,9 @@ from exercise_bank import Bank, Wrong, bank_tests
 
 BANKS = {
     "check_version_order": Bank(
-        right=[(["m-2", "m-1"],), (("m-2", "m-1", "m-1"),), ([" m-2", "m-1 ", "m-2"],)],
+        right=[(["m-2", "m-1"],), (("m-2", "m-1", "m-1"),), ([" m-2", "m-1 ", "m-2"],),
+               (["m-2", "m-2", "m-1"],),  # a redelivered m-2 before the overtaken m-1
+               (["m-2", "m-1", "m-2", "m-1"],)],
         wrong=[
             Wrong((["m-1", "m-2", "m-1"],), "never applied"),  # the late duplicate: refused, and rightly
             Wrong((["m-1", "m-2"],), "never applied"),
@@ -17,6 +19,8 @@ BANKS = {
             Wrong((["m-2"],), "what was owed"),
             Wrong(("m-2, m-1",), "list of message IDs"),
             Wrong(([],), "list of message IDs"),
+            Wrong((["M-2", "m-1"],), "neither"),  # IDs are compared exactly, as the inbox compares them
+            Wrong((["m-1", "m-1", "m-1"],), "what was owed"),
         ],
     ),
 }

@@ -1,4 +1,4 @@
-"""Lesson 08's exercise: the statuses the server answers in the three refusals, read off a fresh server."""
+"""Lesson 08's exercise: what a client does after a 409 and after a 422, played out against a fresh server."""
 
 from __future__ import annotations
 
@@ -6,30 +6,28 @@ from http import HTTPStatus
 
 from exercise_bank import Bank, Wrong, bank_tests
 
-CASES = ("missing key", "still in progress", "different payload")
 
-
-def answer(*statuses):
-    return (dict(zip(CASES, statuses)),)
+def moves(after_409, after_422):
+    return ({409: after_409, 422: after_422},)
 
 
 BANKS = {
-    "check_http_statuses": Bank(
-        right=[answer(400, 409, 422), answer("400", "409", " 422 "),
-               answer(HTTPStatus.BAD_REQUEST, HTTPStatus.CONFLICT, HTTPStatus.UNPROCESSABLE_ENTITY),
-               answer("400 Bad Request", "409 Conflict", 422.0),
-               ({"Missing key": 400, "still in  progress": 409, "different payload ": 422},)],
+    "check_client_moves": Bank(
+        right=[moves("same key later", "correct it"),
+               ({"409": "Same key, later.", "422 Unprocessable Content": " correct IT "},),
+               ({HTTPStatus.CONFLICT: "same-key-later", HTTPStatus.UNPROCESSABLE_ENTITY: "Correct it!"},)],
         wrong=[
-            Wrong(answer(400, 422, 409), "still in progress"),  # the two conflicts swapped
-            Wrong(answer(400, 409, 409), "three different statuses"),
-            Wrong(answer(401, 409, 422), "missing key"),
-            Wrong(answer(400, 429, 400), "different payload"),
-            Wrong(answer("four hundred", 409, 422), "as a number"),
-            Wrong(answer(400, 423, 422), "still in progress"),
-            Wrong(answer(True, 409, 422), "as a number"),
-            Wrong(answer("Bad Request 400", 409, 422), "as a number"),
-            Wrong(({"missing key": 400, "still in progress": 409},), "exactly these keys"),
-            Wrong(([400, 409, 422],), "exactly these keys"),
+            Wrong(moves("correct it", "same key later"), "what did the server say was wrong"),  # the two swapped
+            Wrong(moves("new key", "correct it"), "$80"),  # a new key while the first is still at work
+            Wrong(moves("same key later", "new key"), "$4040"),  # a new key for a retry whose body changed
+            Wrong(moves("same key later", "same key later"), "422 again"),  # 422 read as "not yet"
+            Wrong(moves("give up", "correct it"), "told the payment failed"),
+            Wrong(moves("same key later", "give up"), "told the payment failed"),
+            Wrong(moves("new key", "new key"), "charged the card"),
+            Wrong(moves("wait", "correct it"), "could not read: 'wait'"),
+            Wrong(({409: "same key later"},), "exactly two keys"),
+            Wrong(({400: "correct it", 409: "same key later", 422: "correct it"},), "exactly two keys"),
+            Wrong((["same key later", "correct it"],), "dict"),
         ],
     ),
 }

@@ -1,4 +1,4 @@
-"""Lesson 09's exercise: a claim deadline between the longest work and the broker's last redelivery."""
+"""Lesson 09's exercise: a lease that outlasts the longest payment, and a claim deadline that covers the work and ends in time."""
 
 from __future__ import annotations
 
@@ -6,26 +6,54 @@ from datetime import timedelta
 from decimal import Decimal
 from fractions import Fraction
 
+import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 BANKS = {
     "check_deadline": Bank(
-        right=[(75,), (90.0,), (110,), (70.5,), (Fraction(181, 2),), (timedelta(seconds=90),), (Decimal("100"),)],
+        right=[(90, 80), (100, 100), (120.0, 75.5), (76, 150), (200, 150), (80, 100), (150, 100),
+               (Decimal("150"), Fraction(181, 2)), (timedelta(seconds=90), timedelta(seconds=100)),
+               (np.int64(90), np.float64(80.0)),  # what a pandas computation hands back
+               ("90", "80"), (" 90 s", "80")],
         wrong=[
-            Wrong((30,), "outlast the longest work"),  # the lease itself: shorter than the work
-            Wrong((60,), "taken over"),
-            # Longer than any lease-aligned redelivery's wait, shorter than the work: no rival happens to
-            # arrive while the claim has run out, but one could, and the check must say so.
-            Wrong((65,), "ran out 5 s before"),
-            Wrong((70,), "the very moment"),  # the work's length exactly: no margin at all
-            Wrong((150,), "dead-letter"),
-            Wrong((3600,), "dead-letter"),  # Powertools' default record life
-            Wrong((float("inf"),), "dead-letter"),
-            Wrong((float("nan"),), "NaN"),
-            Wrong(("90",), "number"),
-            Wrong((-5,), "positive"),
+            # The lease as the broker ships it: the long payment outlives it with no fault at all.
+            Wrong((30, 80), "outlast the longest payment"),
+            Wrong((60, 90), "outlast the longest payment"),
+            # Fits the usual payment (40 s), not the longest one: a check that only ran typical work would pass it.
+            Wrong((45, 45), "outlast the longest payment"),
+            Wrong((75, 90), "the very moment"),  # the longest payment exactly: no margin at all
+            # One second short: no other consumer happened to be free, but the lease did run out.
+            Wrong((74, 90), "1 s after"),
+            # The deadline shorter than the work: no copy arrived in the gap, but one could.
+            Wrong((90, 60), "ran out 13 s before"),
+            Wrong((90, 73), "the very moment"),
+            # Each number fine alone, together too slow after a crash: the waits add up.
+            Wrong((230, 100), "300 s allowed"),
+            Wrong((100, 230), "300 s allowed"),
+            Wrong((80, 250), "300 s allowed"),
+            Wrong((3600, 80), "300 s allowed"),  # "longer is safer" for the lease
+            # Longer than the broker's patience: stuck in progress, dead-lettered.
+            Wrong((80, 330), "dead-letter"),
+            Wrong((90, 3600), "dead-letter"),  # Powertools' default record life
+            Wrong((90, float("inf")), "dead-letter"),
+            Wrong((float("nan"), 90), "NaN"),
+            Wrong((90, float("nan")), "NaN"),
+            Wrong(("ninety", 90), "number"),
+            Wrong((True, 90), "number"),
+            Wrong((-5, 90), "positive"),
+            Wrong((90, 0), "positive"),
         ],
+        blank=(..., ...),
     ),
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def test_one_blank_among_two_answers_is_still_not_answered():
+    from idemlib.course.exercises import check_deadline
+
+    for answers in ((90, ...), (..., 80)):
+        feedback = check_deadline(*answers)
+        assert not feedback and "Not answered yet" in feedback.message
+

@@ -1,62 +1,25 @@
 """Grading a class: every kind of hand-in gives exactly the row a teacher needs, and none stops the rest.
 
 Most cases run on a two-exercise lesson made for the test (it calls the real
-checks, so its kernels start fast); one case grades a real student copy of lesson 00
-end to end, as ``make student`` then ``make grade`` would.
+checks, so its runs start fast); one case grades real student copies of lessons 00, 04
+and 08 end to end, as ``make student`` then ``make grade`` would. The hostile hand-ins are
+in tests/test_grade_hostile.py, the sandbox itself in tests/test_sandbox.py.
 """
 
 from __future__ import annotations
 
 import copy
 import csv
+import html
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from grading_cases import RIGHT, handed_in, swap_answer_and_check, tiny_lesson
 from idemlib.course.grade import Grade, grade_folder
 from idemlib.course.lessons import LESSONS
 from idemlib.course.publish import student_copy
-
-SETUP = "from idemlib.course.exercises import check_running_example, check_overcharge\nfrom idemlib import Message"
-RIGHT = 'message = Message.charge("m-7f3", 1042, 40)'
-
-
-def tiny_lesson() -> nbformat.NotebookNode:
-    """A lesson with two exercises, in the course's form (goals, solution cells, checks)."""
-    def solution(source: str) -> nbformat.NotebookNode:
-        cell = new_code_cell(source)
-        cell.metadata["tags"] = ["solution"]
-        return cell
-
-    return new_notebook(cells=[
-        new_markdown_cell("# 90 · Tiny\n\n**In this lesson you will**\n\n- grade"),
-        new_code_cell(SETUP),
-        new_markdown_cell("**Exercise 1.** The running example."),
-        solution(RIGHT),
-        new_code_cell("check_running_example(message)"),
-        new_markdown_cell("**Exercise 2.** The overcharge."),
-        solution("answer = 0"),
-        new_code_cell("check_overcharge(answer, messages=20)"),
-        new_markdown_cell("## Summary"),
-    ])
-
-
-def handed_in(lesson: nbformat.NotebookNode, answer: str | None = None, *, edit=None) -> nbformat.NotebookNode:
-    """A student copy of ``lesson`` with the first blank filled by ``answer``, then ``edit`` applied to its cells."""
-    notebook = student_copy(lesson, "90_tiny")
-    if answer is not None:
-        notebook.cells[3].source = answer
-    if edit:
-        edit(notebook.cells)
-    return notebook
-
-
-def swap_answer_and_check(cells):
-    cells[3], cells[4] = cells[4], cells[3]
-
-
-CASES: dict[str, tuple[nbformat.NotebookNode | str, list[tuple[str, str]]]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -141,10 +104,17 @@ def test_the_csv_and_the_page_hold_every_row(graded):
     page = (out / "index.html").read_text()
     assert "✓ right" in page and "! check edited" in page and "not a notebook" in page
     totals = page.split("right per exercise")[1]
-    # Per exercise, right / graded, in column order (lesson 90: overcharge, then running example).
-    assert "<td class='total'>0 / 12</td><td class='total'>3 / 12</td>" in totals
+    # Per exercise, right / graded, in the lesson's order (running example, then overcharge).
+    assert "<td class='total'>3 / 12</td><td class='total'>0 / 12</td>" in totals
     # The header, a row per student (those whose files could not be graded too), and the totals.
     assert page.count("<tr><th>") == 1 + len(EXPECTED) + 1
+    # Each exercise headed with the lesson's own words; a wrong answer's hint written out, not hidden.
+    assert "Exercise 1. The running example." in page and "Exercise 2. The overcharge." in page
+    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_running_example")
+    assert f'<span class="hint">{html.escape(wrong.hint)}</span>' in page
+    # A note for each hand-in not graded as usual, and none for those that were.
+    notes = page.split("Notes on hand-ins not graded as usual")[1]
+    assert "<b>loops</b>" in notes and "<b>edited</b>" in notes and "<b>right</b>" not in notes
 
 
 def test_a_notebook_of_another_lesson_is_reported_when_one_lesson_is_assigned(tmp_path):
@@ -172,19 +142,25 @@ def test_a_notebook_over_its_time_limit_is_stopped_and_reported(tmp_path):
     assert ("file", "timed out") in [(r.exercise or "file", r.verdict) for r in rows]
 
 
-def test_a_real_student_copy_of_lesson_00_is_graded_end_to_end(tmp_path):
-    lesson = nbformat.read(LESSONS / "00_start_here.ipynb", as_version=4)
-    copy_ = student_copy(lesson, "00_start_here")
-    solved = student_copy(lesson, "00_start_here")
-    for mine, original in zip(solved.cells, lesson.cells):
-        if "answer" in mine.metadata.get("tags", []):
-            mine.source = original.source
+def test_real_student_copies_are_graded_end_to_end_and_an_honest_solution_is_never_tampering(tmp_path):
+    """Lesson 00 blank and solved, as ``make student`` then ``make grade`` would; and the lesson's own
+    solutions of lessons 04 (its check runs the answer again in a fresh process) and 08 (its check
+    runs a server in threads), which the referee must not take for tampering."""
     folder = tmp_path / "in"
     folder.mkdir()
-    nbformat.write(copy_, folder / "erin.ipynb")
-    nbformat.write(solved, folder / "frank.ipynb")
+    for stem, blank_too in (("00_start_here", True), ("04_beyond_your_own_database", False),
+                            ("08_the_idempotency_key_header", False)):
+        lesson = nbformat.read(LESSONS / f"{stem}.ipynb", as_version=4)
+        solved = student_copy(lesson, stem)
+        for mine, original in zip(solved.cells, lesson.cells):
+            if "answer" in mine.metadata.get("tags", []):
+                mine.source = original.source
+        nbformat.write(solved, folder / f"solved_{stem[:2]}.ipynb")
+        if blank_too:
+            nbformat.write(student_copy(lesson, stem), folder / f"blank_{stem[:2]}.ipynb")
     rows = grade_folder(folder, tmp_path / "out", progress=False)
-    assert {(r.student, r.verdict) for r in rows} == {("erin", "blank"), ("frank", "right")}
+    assert {(r.student, r.verdict) for r in rows} == {
+        ("blank_00", "blank"), ("solved_00", "right"), ("solved_04", "right"), ("solved_08", "right")}
 
 
 def test_the_grade_page_opens_in_a_browser_without_errors(graded, browser):
@@ -206,3 +182,33 @@ def test_no_lesson_binds_a_check_name_itself_so_no_honest_copy_is_flagged():
 
     assert {path.stem: rebound_checks(nbformat.read(path, as_version=4)) for path in lesson_paths()} == {
         path.stem: set() for path in lesson_paths()}
+
+
+def test_the_referee_runs_the_lesson_cells_an_answer_needs_and_no_other():
+    from idemlib.course.rerun import steps_for
+
+    lesson = tiny_lesson()
+    lesson.cells[2:2] = [new_code_cell("total = 40"), new_code_cell("plot_something(total)"),
+                         new_code_cell("rows = []"), new_code_cell("rows.append(1)")]
+    student = student_copy(lesson, "90_tiny")
+    next(cell for cell in student.cells if "answer" in cell.metadata.get("tags", [])).source = (
+        'message = Message.charge("m-7f3", 1042, total + len(rows) - 1)')
+    steps = steps_for(lesson, student)
+    assert [(step["kind"], step["source"][:12]) for step in steps] == [
+        ("setup", "from idemlib"), ("setup", "total = 40"), ("setup", "rows = []"), ("setup", "rows.append("),
+        ("answer", "message = Me"), ("check", "check_runnin"), ("answer", "# Your answe"), ("check", "check_overch")]
+
+
+def test_reading_a_hand_in_names_what_changes_the_course_and_notes_what_reaches_past_it():
+    from idemlib.course.tamper import findings_in
+
+    assert findings_in("import idemlib.course.exercises.feedback as fb\nfb.Feedback.verdict = 1") == [
+        "replaces fb.Feedback.verdict"]
+    assert findings_in("from idemlib.course.exercises import lesson_00\nsetattr(lesson_00, 'hint', print)") == [
+        "setattr() on lesson_00"]
+    assert findings_in('exec("import builtins\\nbuiltins.len = max")') == ["replaces builtins.len (in exec())"]
+    assert findings_in("import pandas.errors\npandas.errors.ctypes.memmove(1, 2, 3)") == [
+        "uses pandas.errors.ctypes"]
+    assert findings_in("exec(text)") == ["exec() of code built as it runs"]
+    # An honest answer finds nothing, whatever it imports or computes.
+    assert findings_in("import numpy as np\nanswer = sorted({'a': 1}.items())\nresult = np.mean([1, 2])") == []

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from idemlib.http import ChargesApi, Client, KeyRecord, decide, serve
+from idemlib.http import ChargesApi, Client, KeyRecord, decide, fingerprint, serve
 from idemlib.provider import behaviours
 from idemlib.stores import DuckDBPayments
 
@@ -90,17 +90,47 @@ def test_an_expired_key_is_forgotten_and_the_request_runs_again(api, client):
     assert again.status == 201 and not again.replayed and api.executions == 2
 
 
-def test_stripe_v1_replays_a_stored_error_and_v2_runs_it_again():
-    outcomes = {}
-    for name in ("stripe-v1", "stripe-v2"):
-        api = ChargesApi(behaviours()[name])
-        with serve(api) as server:
-            api.fail_next()
-            client = Client(server.url)
-            first = client.post_charge(CHARGE, key="k")[-1]
-            second = client.post_charge(CHARGE, key="k")[-1]
-        outcomes[name] = (first.status, second.status, second.replayed, api.executions)
-    assert outcomes == {"stripe-v1": (503, 503, True, 0), "stripe-v2": (503, 201, False, 1)}
+@pytest.mark.parametrize(("rules", "retried"), [("stripe-v1", (500, True, 0)), ("stripe-v2", (201, False, 1)),
+                                               ("ietf-draft", (201, False, 1))])
+def test_a_failed_charge_is_replayed_under_stripe_v1_and_run_again_under_the_other_rules(rules, retried):
+    api = ChargesApi(behaviours()[rules])
+    with serve(api) as server:
+        api.fail_next()
+        client = Client(server.url)
+        first = client.post_charge(CHARGE, key="k")[-1]
+        second = client.post_charge(CHARGE, key="k")[-1]
+    assert first.status == 500 and (second.status, second.replayed, api.executions) == retried
+    # The body says what the retry got: the same answer again, or a charge run again.
+    promise = "gets it again" if rules == "stripe-v1" else "runs the charge again"
+    assert promise in first.body["detail"] and first.body["title"] == "Card network failed"
+
+
+def test_a_failed_charge_without_a_key_says_nothing_was_charged():
+    api = ChargesApi(behaviours()["stripe-v1"])
+    with serve(api) as server:
+        api.fail_next()
+        [attempt] = Client(server.url).post_charge(CHARGE)
+    assert attempt.status == 500 and "nothing was charged" in attempt.body["detail"] and api.stored_keys() == []
+
+
+def test_a_held_charge_stays_in_progress_until_it_is_let_go(api, client):
+    gate = api.hold_next()
+    first = threading.Thread(target=client.post_charge, args=(CHARGE, "held"))
+    first.start()
+    assert api.wait_for_key("held")
+    retries = [client.post_charge(CHARGE, key="held")[0].status for _ in range(3)]
+    gate.set()
+    first.join()
+    assert retries == [409, 409, 409] and client.post_charge(CHARGE, key="held")[0].replayed and api.executions == 1
+
+
+def test_an_orphaned_claim_refuses_retries_until_its_60_second_deadline_then_is_taken_over(api, client):
+    api.keys.claim("shop-1", "m-9e1", fingerprint(CHARGE), api.clock.now())  # a server died mid-charge
+    answers = []
+    for wait in (0.0, 59.0, 1.0):
+        api.clock.advance(wait)
+        answers.append(client.post_charge(CHARGE, key="m-9e1")[0].status)
+    assert api.in_progress_seconds == 60 and answers == [409, 409, 201] and api.executions == 1
 
 
 @pytest.mark.parametrize(("body", "key", "title"), [
@@ -157,13 +187,13 @@ def failing_charge_once(monkeypatch):
 
 
 @pytest.mark.parametrize(("rules", "retry_status", "executions"), [("stripe-v1", 500, 0), ("stripe-v2", 201, 1),
-                                                                    ("ietf-draft", 500, 0)])
+                                                                    ("ietf-draft", 201, 1)])
 def test_a_handler_failure_is_answered_500_and_leaves_no_key_in_progress(monkeypatch, rules, retry_status, executions):
     failing_charge_once(monkeypatch)
     api = ChargesApi(behaviours()[rules])
     with serve(api) as running:
         first = Client(running.url).post_charge(CHARGE, key="m-7f3")[0]
-        assert (first.status, first.body["status"]) == (500, 500) and "nothing was charged" in first.body["detail"]
+        assert (first.status, first.body["status"], first.body["title"]) == (500, 500, "Charge failed")
         assert api.stored_keys() == [("shop-1", "m-7f3", 500)]  # recorded, never left in progress
         retry = Client(running.url).post_charge(CHARGE, key="m-7f3")[0]
     assert retry.status == retry_status and api.executions == executions
@@ -187,8 +217,8 @@ def record(**changes):
     (record(fingerprint="other"), 60.0, True, "mismatch"),
     (record(deadline=None, status=201, body={}), 10.0, True, "replay"),
     (record(deadline=None, status=201, body={}), 10.0, False, "replay"),
-    (record(deadline=None, status=503, body={}), 10.0, True, "replay"),
-    (record(deadline=None, status=503, body={}), 10.0, False, "rerun"),
+    (record(deadline=None, status=500, body={}), 10.0, True, "replay"),
+    (record(deadline=None, status=500, body={}), 10.0, False, "rerun"),
     (record(deadline=None, status=201, body={}), 86_400.0, True, "new"),  # expired
     (record(), 86_400.0, True, "new"),  # expired while still in progress
 ])
@@ -217,7 +247,7 @@ def test_under_stripe_v2_eight_simultaneous_retries_after_a_stored_failure_execu
     with serve(api) as running:
         client = Client(running.url)
         api.fail_next()
-        assert client.post_charge(CHARGE, key="k")[-1].status == 503
+        assert client.post_charge(CHARGE, key="k")[-1].status == 500
         api.work_seconds = 0.2
         answers = together(8, lambda: client.post_charge(CHARGE, key="k")[-1])
     assert api.executions == 1 and api.payments.total_charged() == 40

@@ -7,6 +7,8 @@ the only errors are in cells tagged ``raises-exception``.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from idemlib.course.lessons import lesson_paths
@@ -52,3 +54,59 @@ def test_every_lesson_draws_a_figure(executed):
 def test_no_warnings_reach_the_learner(executed):
     streams = [o.text for _, o in outputs(executed, "stream") if o.name == "stderr"]
     assert streams == []
+
+
+NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+# A figure in the prose: a number with a unit. Ratios without a unit are written from the cell that computes them.
+FIGURE = re.compile(
+    rf"(?<![\w.])(\$\s?)?({NUMBER})(?:\s?(?:-|–|to)\s?\$?({NUMBER}))?\s?"
+    r"(%|×|x\b|ms\b|s\b|µs\b|seconds?\b|minutes?\b|min\b|hours?\b|h\b|days?\b|times\b|rows/s\b|messages/s\b"
+    r"|per cent\b|KiB\b|MiB\b|GiB\b)?",
+)
+_CODE = re.compile(r"`[^`]*`|\]\([^)]*\)|<[^>]+>|\$\$.*?\$\$", re.DOTALL)
+
+
+def prose_figures(markdown: str) -> list[str]:
+    """The figures of a markdown cell (``$80``, ``43 s``, ``2.5 to 4.3 times``), outside code, links and tags."""
+    found = []
+    for match in FIGURE.finditer(_CODE.sub(" ", markdown)):
+        dollar, first, second, unit = match.groups()
+        if dollar or unit:
+            found += [number for number in (first, second) if number]
+    return found
+
+
+def number_key(text: str) -> str:
+    value = float(text.lstrip("$").replace(",", ""))
+    return f"{value:g}"
+
+
+def shown_numbers(notebook) -> set[str]:
+    """Every number any output of the lesson shows, in the same form ``number_key`` gives."""
+    texts = []
+    for _, output in outputs(notebook):
+        texts.append(output.get("text", ""))
+        data = output.get("data", {})
+        texts += [data.get(kind, "") for kind in ("text/plain", "text/html", "text/markdown", "image/svg+xml")]
+    numbers = re.findall(NUMBER, " ".join(t if isinstance(t, str) else "".join(t) for t in texts))
+    return {number_key(n) for n in numbers}
+
+
+def fact_numbers() -> set[str]:
+    from idemlib.facts import load_facts
+
+    values = load_facts()["value"].dropna()
+    return {number_key(v) for v in values if re.fullmatch(NUMBER, str(v))}
+
+
+def test_prose_figures_are_shown_by_a_cell_or_held_by_a_fact(executed):
+    known = shown_numbers(executed) | fact_numbers()
+    missing = sorted({figure for cell in executed.cells if cell.cell_type == "markdown"
+                      for figure in prose_figures(cell.source) if number_key(figure) not in known})
+    assert missing == [], f"figures in the prose that no output of the lesson shows and no row of data/facts.csv holds: {missing}"
+
+
+def test_the_figure_finder_reads_units_ranges_and_dollars():
+    assert prose_figures("charged $80, a 43 s handler, 2.5 to 4.3 times, 180-420 ms, 20 %") == \
+        ["80", "43", "2.5", "4.3", "180", "420", "20"]
+    assert prose_figures("lesson 07, step 3, `EX 30` and [RFC 9110](https://x/9110)") == []

@@ -8,7 +8,8 @@ import pytest  # noqa: E402
 
 from idemlib.pictures import plots  # noqa: E402
 from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, crash_matrix  # noqa: E402
-from idemlib.handlers import InboxHandler, NaiveHandler  # noqa: E402
+from idemlib.faults import Crash, FaultPlan  # noqa: E402
+from idemlib.handlers import InboxHandler, NaiveHandler, WorkFirstHandler  # noqa: E402
 from idemlib.messages import payment_stream  # noqa: E402
 from idemlib.sim import simulate  # noqa: E402
 
@@ -81,6 +82,21 @@ def test_the_timeline_has_a_row_per_actor():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["broker", "consumer A", "consumer B"]
 
 
+def test_a_charge_rolled_back_with_its_transaction_is_not_drawn_as_charged():
+    # B's charge on DuckDB is undone when its commit fails; a crash before the commit undoes A's;
+    # work first commits its charge on its own, so a crash after it undoes nothing.
+    race = simulate(InboxHandler(), [RUNNING_EXAMPLE], consumers=2, step_seconds={"charge": 40})
+    crashed = simulate(InboxHandler(), [RUNNING_EXAMPLE], faults=FaultPlan(crashes=[Crash("commit")]))
+    own_commits = simulate(WorkFirstHandler(), [RUNNING_EXAMPLE], faults=FaultPlan(crashes=[Crash("record id")]))
+    for result, undone_by in ((race, ["consumer B"]), (crashed, ["consumer A"]), (own_commits, [])):
+        undone = plots.undone_charges(result.trace)
+        assert list(result.trace.loc[undone, "actor"]) == undone_by
+        assert set(result.trace.loc[undone, "event"]) <= {"charged"}
+    ax = plots.plot_timeline(race.trace)
+    labels = ax.get_legend_handles_labels()[1]
+    assert "charge rolled back" in labels and "rolled back" in [text.get_text() for text in ax.texts]
+
+
 def test_the_wait_plot_shows_both_measured_times_in_milliseconds_beside_a_legend():
     races = pd.DataFrame({"engine": ["SQLite", "PostgreSQL"], "a_then": ["commits", "commits"],
                           "b_waited_at": ["begin", "record id"], "a_held_seconds": [0.30123, 0.30051],
@@ -101,6 +117,7 @@ def test_the_retry_settings_plot_has_a_line_per_lease_on_both_panels():
         assert len(ax.get_lines()) == 2
     assert extra.get_lines()[0].get_marker() != extra.get_lines()[1].get_marker()
     assert extra.xaxis_inverted() and lost.xaxis_inverted()
+    assert list(extra.get_xticks()) == [1, 5]  # only the delivery limits that ran, no tick between them
 
 
 def test_cells_that_draw_for_themselves_get_the_same_palette_and_layout_from_the_lessons_folder():
@@ -112,12 +129,12 @@ def test_cells_that_draw_for_themselves_get_the_same_palette_and_layout_from_the
     assert rc["figure.constrained_layout.use"] is True
 
 
-def test_a_blocked_cell_has_its_own_colour_hatching_and_legend_entry():
+def test_a_long_work_outcome_has_its_own_colour_hatching_and_legend_entry():
     matrix = pd.DataFrame({"handler": ["in progress"] * 2, "fault": ["no fault", "crash after commit"],
-                           "total charged": [40, 40], "outcome": ["charged once", "blocked"]})
+                           "total charged": [40, 40], "outcome": ["charged once", "once, after a wait"]})
     ax = plots.plot_crash_matrix(matrix)
-    colour, hatch, _ = plots.BLOCKED_OUTCOME["blocked"]
-    blocked = [p for p in ax.patches if p.get_facecolor() == matplotlib.colors.to_rgba(colour)]
-    assert len(blocked) == 1 and blocked[0].get_hatch() == hatch
-    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "blocked"
+    colour, hatch, _ = plots.LONG_WORK_OUTCOMES["once, after a wait"]
+    waited = [p for p in ax.patches if p.get_facecolor() == matplotlib.colors.to_rgba(colour)]
+    assert len(waited) == 1 and waited[0].get_hatch() == hatch
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "once, after a wait"
     assert any(t.get_text().startswith("crash after\n") for t in ax.texts)

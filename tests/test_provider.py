@@ -3,7 +3,7 @@
 import pytest
 
 from idemlib.explore import RUNNING_EXAMPLE
-from idemlib.facts import fact_seconds
+from idemlib.facts import fact_number, fact_seconds
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.handlers import ProviderHandler
 from idemlib.provider import PaymentProvider, after_an_unclear_500, behaviours, retries_after_failure
@@ -43,11 +43,12 @@ def test_stripe_v1_replays_an_error_and_v2_runs_the_failed_request_again():
     assert (rerun.status, rerun.replayed, len(v2.charges)) == (200, False, 1)
 
 
+@pytest.mark.parametrize("status", [429, 401])  # Stripe: rate limiters and the API-key check run before the key layer
 @pytest.mark.parametrize("name", ["stripe-v1", "stripe-v2"])
-def test_a_request_turned_away_before_the_endpoint_began_saves_nothing_and_the_same_key_runs(name):
+def test_a_request_turned_away_before_the_endpoint_began_saves_nothing_and_the_same_key_runs(name, status):
     p = provider(name)
-    p.refuse_next(status=429)
-    assert p.charge("k", **CHARGE).status == 429
+    p.refuse_next(status=status)
+    assert p.charge("k", **CHARGE).status == status
     retry = p.charge("k", **CHARGE)
     assert (retry.status, retry.replayed, p.total_charged()) == (200, False, 40)
 
@@ -169,3 +170,14 @@ def test_two_consumers_on_duckdb_can_both_call_the_provider_and_only_the_key_kee
     assert one_after_the_other.iloc[0]["provider calls"] == 1
     with pytest.raises(ValueError, match="12 letters"):
         interleavings(ProviderHandler("inside"), schedules=["AB"])
+
+
+def test_stripe_answers_a_key_still_in_progress_with_its_documented_409_and_a_shared_key_silently_replays():
+    p = provider()
+    p.begin("k", **CHARGE)
+    assert p.charge("k", **CHARGE).status == fact_number("stripe_key_in_use_status") == 409
+    shared = provider()
+    shared.charge("m-7f3", **CHARGE)
+    second = shared.charge("m-7f3", **CHARGE)  # a second, real $40 under the same key: no error at all
+    assert (second.status, second.replayed, shared.total_charged()) == (200, True, 40)
+    assert "409" not in behaviours()["stripe-v1"].assumed and "429" not in behaviours()["stripe-v1"].assumed

@@ -24,3 +24,15 @@ def test_fewer_deliveries_or_a_longer_lease_make_duplicates_rarer_and_no_retries
     assert by.loc[(60, 2), "extra charges"] > 0, "more care never takes the duplicates to zero"
     assert by.loc[(60, 1), "extra charges"] == 0 and by.loc[(60, 1), "payments never made"] > 0
     assert by.loc[(60, 5), "payments never made"] == 0
+
+
+def test_the_seconds_a_delivery_takes_are_each_step_s_own_or_the_simulator_s_default():
+    from idemlib.explore import handler_seconds
+    from idemlib.sim import DEFAULT_STEP_SECONDS
+
+    needs = handler_seconds(NaiveHandler(), {"charge": 40})
+    assert list(needs) == list(NaiveHandler().steps)
+    assert needs["charge"] == 40 and sum(needs.values()) == 40 + 3 * DEFAULT_STEP_SECONDS
+    # the lease that lesson 01 calls too short is shorter than a whole delivery on the simulator's clock
+    slow = simulate(NaiveHandler(), [RUNNING_EXAMPLE], step_seconds={"charge": 40}, visibility_timeout=1000)
+    assert slow.trace[slow.trace["event"] == "acked"]["time"].iloc[0] == sum(needs.values())

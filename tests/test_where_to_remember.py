@@ -153,3 +153,13 @@ def test_a_late_ttl_deletion_keeps_catching_a_duplicate_until_the_marker_is_gone
     assert not table.put("msg#m-7f3", {"expires_at": 7 * 3600}, if_absent=True)
     clock.advance_to(4 * 86400)
     assert table.put("msg#m-7f3", {"expires_at": 5 * 86400}, if_absent=True)
+
+
+def test_a_cache_key_whose_time_to_live_passed_is_absent_at_once_unlike_a_late_dynamodb_marker(cache):
+    from idemlib.stores.cache import let_pass
+
+    name = f"ttl-test:{uuid.uuid4()}"
+    assert cache.set(name, "1", nx=True, px=1000) is True
+    assert cache.set(name, "1", nx=True, px=1000) is None  # still there: a duplicate is caught
+    let_pass(cache, 1.05)
+    assert cache.get(name) is None and cache.set(name, "1", nx=True, px=1000) is True  # gone the moment it expired

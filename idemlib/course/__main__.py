@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from idemlib.course.grade import grade_folder
+from idemlib.course.sandbox import SandboxUnavailable
 from idemlib.course.lessons import ROOT, write_navigation
 from idemlib.course.publish import build_html, build_student
 
@@ -22,14 +23,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="html/student: where to write (default build/html or build/student); grade: the submissions")
     parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "grades", help="grade: where to write the table")
-    parser.add_argument("--cell-seconds", type=int, default=60, help="grade: time limit for one cell")
-    parser.add_argument("--notebook-seconds", type=int, default=300, help="grade: time limit for one notebook")
+    parser.add_argument("--cell-seconds", type=int, default=60, help="grade: time limit for one answer or check")
+    parser.add_argument("--notebook-seconds", type=int, default=300, help="grade: time limit for one hand-in")
     args = parser.parse_args(argv)
     if args.what == "grade":
         if args.folder is None or not args.folder.is_dir():
             parser.error(f"grade needs the folder of submissions, e.g. make grade SUBMISSIONS=handed_in (got {args.folder})")
-        rows = grade_folder(args.folder, args.out, expected_lesson=args.lesson,
-                            cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds)
+        try:
+            rows = grade_folder(args.folder, args.out, expected_lesson=args.lesson,
+                                cell_seconds=args.cell_seconds, notebook_seconds=args.notebook_seconds)
+        except SandboxUnavailable as error:
+            raise SystemExit(f"grade: {error}") from None
         right = sum(row.verdict == "right" for row in rows)
         print(f"{right} of {sum(bool(row.exercise) for row in rows)} exercises right; "
               f"wrote {args.out / 'grades.csv'} and {args.out / 'index.html'}")

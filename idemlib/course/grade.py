@@ -1,29 +1,28 @@
-"""Grading a class's notebooks: run every submission, read each exercise's verdict, write one table.
+"""Grading a class's notebooks: re-run every hand-in's answers under the lesson's own checks, write one table.
 
 A teacher hands out student copies (``make student``), collects them in a folder
 (any file names; one file per student, or one folder per student) and runs
-``make grade SUBMISSIONS=folder``. Each submission runs in a fresh kernel, in a
-temporary copy, with a time limit per cell and per notebook. The verdicts are
-read from the structured output every check displays
-(:data:`~idemlib.course.exercises.feedback.VERDICT_MIME`), never from printed text, and
-each check cell is compared with the lesson's own, so an edited, moved or deleted
-check is reported instead of believed. Nothing a student hands in stops the
-grading of the others: a file that is not a notebook, a notebook of no lesson, a
-syntax error, a loop that never ends, a kernel that dies — each is a row.
+``make grade SUBMISSIONS=folder``. For each hand-in, a fresh process in a sandbox
+(:mod:`idemlib.course.sandbox`) runs the lesson's own cells from the teacher's copy
+with the hand-in's answer cells in place of the solutions, and calls each check
+itself (:mod:`idemlib.course.referee`): no verdict the student's notebook displayed
+is believed, and the hand-in's other cells never run. Each check cell is still
+compared with the lesson's own, so an edited, moved or deleted check is reported,
+and code that changes the course's own is graded "check tampered", with what was
+found (:mod:`idemlib.course.tamper`). Nothing a student hands in stops the grading
+of the others: a file that is not a notebook, a notebook of no lesson, a syntax
+error, a loop that never ends, a process that dies — each is a row.
 """
 
 from __future__ import annotations
 
 import ast
 import csv
-import html
-import os
+import json
+import queue
 import re
-import shutil
-import signal
-import subprocess
+import secrets
 import sys
-import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields
@@ -32,16 +31,16 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from idemlib.course.exercises.feedback import VERDICT_MIME
+from idemlib.course import sandbox
+from idemlib.course.grades_page import write_html
 from idemlib.course.lessons import LESSONS, lesson_paths, title_of
+from idemlib.course.rerun import called_check, read_report, steps_for
+from idemlib.course.tamper import defined_in_text, tampering
 
 CELL_SECONDS = 60
 NOTEBOOK_SECONDS = 300
 # Verdicts, best first; the HTML table shows each as a symbol and a word, never colour alone.
-SHOWN = {"right": ("✓", "right"), "wrong": ("✗", "wrong"), "blank": ("…", "not answered"),
-         "not run": ("∅", "not run"), "check edited": ("!", "check edited"), "check moved": ("↕", "check moved"),
-         "check missing": ("?", "check deleted")}
-PROBLEMS = ("not a notebook", "no lesson", "wrong lesson", "timed out", "kernel failed")
+PROBLEMS = ("not a notebook", "no lesson", "wrong lesson", "timed out", "run failed")
 
 
 @dataclass(frozen=True)
@@ -55,33 +54,42 @@ class Grade:
     verdict: str
     hint: str = ""
     note: str = ""
+    sandbox: str = ""  # how the hand-in's code was confined (idemlib.course.sandbox), "" if it never ran
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise as the lesson sets it: the check's name, its cell's code, and its place among the cells."""
+    """An exercise as the lesson sets it: the check's name, its cell's code, and the lesson's words for it."""
 
     name: str
     check_source: str
+    words: str = ""
 
 
 def _normalised(source: str) -> str:
     return "\n".join(line.rstrip() for line in source.strip().splitlines())
 
 
-def _called_check(source: str) -> str | None:
-    found = re.match(r"\s*(check_\w+)\(", source)
-    return found.group(1) if found else None
-
-
 def exercises_of(lesson: NotebookNode) -> list[Exercise]:
-    """The lesson's exercises in order: each check cell that follows a solution cell."""
+    """The lesson's exercises in order: each check cell that follows a solution cell, with the
+    lesson's words for it (the first sentence of the last text cell before the solution)."""
     found = []
-    for before, cell in zip(lesson.cells, lesson.cells[1:]):
+    for position, (before, cell) in enumerate(zip(lesson.cells, lesson.cells[1:])):
         if (cell.cell_type == "code" and "solution" in before.metadata.get("tags", [])
-                and (name := _called_check(cell.source))):
-            found.append(Exercise(name, _normalised(cell.source)))
+                and (name := called_check(cell.source))):
+            prose = [c.source for c in lesson.cells[:position] if c.cell_type == "markdown"]
+            found.append(Exercise(name, _normalised(cell.source), _first_sentence(prose[-1] if prose else "")))
     return found
+
+
+def _first_sentence(markdown: str) -> str:
+    """``**Exercise 1.** Write the INSERT ...`` becomes ``Exercise 1. Write the INSERT ...`` (one sentence, plain)."""
+    text = " ".join(re.sub(r"[*_`#>]", "", markdown).split())
+    sentences = re.findall(r".+?(?:[.?!](?=\s|$)|$)", text)
+    words = sentences[0] if sentences else ""
+    if re.fullmatch(r"Exercise \d+\.", words) and len(sentences) > 1:
+        words += sentences[1]
+    return words[:200]
 
 
 def lesson_of(notebook: NotebookNode, lessons: dict[str, NotebookNode]) -> str | None:
@@ -102,7 +110,7 @@ def audit_checks(submission: NotebookNode, expected: list[Exercise]) -> dict[str
     answers = [i for i, cell in enumerate(submission.cells)
                if {"answer", "solution"} & set(cell.metadata.get("tags", []))]
     for index, cell in enumerate(submission.cells):
-        if cell.cell_type == "code" and (name := _called_check(cell.source)) and name not in found:
+        if cell.cell_type == "code" and (name := called_check(cell.source)) and name not in found:
             found[name] = (index, _normalised(cell.source))
     problems: dict[str, str] = {name: "check edited" for name in rebound_checks(submission)}
     last = -1
@@ -122,26 +130,10 @@ def audit_checks(submission: NotebookNode, expected: list[Exercise]) -> dict[str
     return problems
 
 
-def verdicts_in(executed: NotebookNode) -> dict[str, dict[str, str]]:
-    """The verdict each check displayed, read from its structured output in its own check cell only.
-
-    A verdict shown anywhere else (a cell a student added, printing a fake one) is not a check's.
-    """
-    seen: dict[str, dict[str, str]] = {}
-    for cell in executed.cells:
-        name = _called_check(cell.source) if cell.cell_type == "code" else None
-        if name is None or name in seen:
-            continue
-        for output in cell.get("outputs", []):
-            verdict = output.get("data", {}).get(VERDICT_MIME)
-            if isinstance(verdict, dict) and verdict.get("exercise") == name:
-                seen[name] = verdict
-    return seen
-
-
 def rebound_checks(submission: NotebookNode) -> set[str]:
-    """Check names a submission binds itself (a ``def``, an assignment, an import under another name):
-    a check replaced by the student's own, whatever its cell shows. Importing from idemlib.course.exercises is fine."""
+    """Check names a submission binds itself (a ``def``, an assignment, an import under another name, code
+    run by ``exec`` from a string): a check replaced by the student's own, whatever its cell shows.
+    Importing from idemlib.course.exercises is fine."""
     bound: set[str] = set()
     for cell in submission.cells:
         if cell.cell_type != "code":
@@ -150,6 +142,7 @@ def rebound_checks(submission: NotebookNode) -> set[str]:
             tree = ast.parse(cell.source)
         except SyntaxError:
             continue  # a cell that does not parse binds nothing; running it reports the error
+        bound |= defined_in_text(cell.source)
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 bound.add(node.name)
@@ -163,47 +156,16 @@ def rebound_checks(submission: NotebookNode) -> set[str]:
     return {name for name in bound if name.startswith("check_")}
 
 
-def run_submission(path: Path, out: Path, cell_seconds: int = CELL_SECONDS) -> None:
-    """Execute ``path`` into ``out`` in a fresh kernel, errors allowed, a looping cell interrupted."""
-    from nbclient import NotebookClient
-
-    notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=cell_seconds, interrupt_on_timeout=True, allow_errors=True,
-                            kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
-    try:
-        client.execute()
-    finally:
-        nbformat.write(notebook, out)
-
-
-def _execute_isolated(path: Path, cell_seconds: int, notebook_seconds: int) -> tuple[NotebookNode | None, str]:
-    """Run a submission in a child process inside a temporary folder; (executed notebook, problem or '')."""
-    with tempfile.TemporaryDirectory(prefix="idemlib-grade-") as folder:
-        copy, out = Path(folder) / "submission.ipynb", Path(folder) / "executed.ipynb"
-        shutil.copyfile(path, copy)
-        command = [sys.executable, "-m", "idemlib.course.grade", "--run-one", str(copy), str(out), str(cell_seconds)]
-        # A session of its own, so a notebook that overruns is stopped with every process it started.
-        child = subprocess.Popen(command, cwd=folder, start_new_session=True,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            _, errors = child.communicate(timeout=notebook_seconds)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGTERM)
-            try:
-                child.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.communicate()
-            executed = nbformat.read(out, as_version=4) if out.exists() else None
-            return executed, f"stopped after {notebook_seconds} s"
-        if not out.exists():
-            return None, (errors.strip().splitlines() or ["the kernel did not start"])[-1]
-        return nbformat.read(out, as_version=4), ""
-
-
-def _interrupted(executed: NotebookNode) -> bool:
-    return any(output.get("ename") == "KeyboardInterrupt"
-               for cell in executed.cells for output in cell.get("outputs", []))
+def _referee(steps: list[dict[str, str]], slot: int, hidden: list[Path], cell_seconds: float,
+             notebook_seconds: float) -> tuple[sandbox.Outcome, bytes, str]:
+    """Run the referee on ``steps`` in a sandbox; (how it ended, the key its report is signed with, the mode)."""
+    key = secrets.token_bytes(32)
+    mode = sandbox.available_mode()
+    command = [sys.executable, "-m", "idemlib.course.referee", "{report}", str(cell_seconds), str(notebook_seconds),
+               "--stop-others"]
+    outcome = sandbox.run(command, key.hex().encode() + b"\n" + json.dumps(steps).encode(), slot=slot,
+                          limits=sandbox.Limits(seconds=notebook_seconds), hidden=hidden, mode=mode)
+    return outcome, key, mode
 
 
 def student_of(path: Path, folder: Path) -> str:
@@ -213,8 +175,10 @@ def student_of(path: Path, folder: Path) -> str:
 
 
 def grade_file(path: Path, folder: Path, lessons: dict[str, NotebookNode], *, expected_lesson: str | None = None,
-               cell_seconds: int = CELL_SECONDS, notebook_seconds: int = NOTEBOOK_SECONDS) -> list[Grade]:
-    """Every row for one submitted file."""
+               cell_seconds: int = CELL_SECONDS, notebook_seconds: int = NOTEBOOK_SECONDS, slot: int = 0,
+               hidden: Iterable[Path] = ()) -> list[Grade]:
+    """Every row for one submitted file. ``slot`` names the sandbox's user when several run at once;
+    ``hidden`` are folders to keep out of the sandbox should they lie inside one it shows."""
     student, name = student_of(path, folder), str(path.relative_to(folder))
     try:
         submission = nbformat.read(path, as_version=4)
@@ -226,29 +190,44 @@ def grade_file(path: Path, folder: Path, lessons: dict[str, NotebookNode], *, ex
         return [Grade(student, name, "", "", "no lesson", note="its title matches no lesson of the course")]
     if expected_lesson and not stem.startswith(expected_lesson):
         return [Grade(student, name, stem, "", "wrong lesson", note=f"this is {stem}; the assignment is {expected_lesson}")]
-    expected = exercises_of(lessons[stem])
-    tampered = audit_checks(submission, expected)
-    executed, problem = _execute_isolated(path, cell_seconds, notebook_seconds)
+    lesson = lessons[stem]
+    audited = audit_checks(submission, exercises_of(lesson))
+    changes, looks = tampering(submission, lesson)
+    outcome, key, mode = _referee(steps_for(lesson, submission), slot, [folder, *hidden], cell_seconds,
+                                  notebook_seconds)
+    report = read_report(outcome.report, key)
     rows = []
-    if executed is None:
-        return [Grade(student, name, stem, "", "kernel failed", note=problem)]
-    if not problem and _interrupted(executed):
-        problem = f"a cell ran over {cell_seconds} s and was interrupted; the cells after it still ran"
-    if problem:
-        rows.append(Grade(student, name, stem, "", "timed out", note=problem))
-    seen = verdicts_in(executed)
-    for exercise in expected:
-        verdict = seen.get(exercise.name)
-        if exercise.name in tampered:
-            note = f"its check showed {verdict['verdict']!r}, not counted" if verdict else ""
-            rows.append(Grade(student, name, stem, exercise.name, tampered[exercise.name], note=note))
-        elif verdict is None:
-            rows.append(Grade(student, name, stem, exercise.name, "not run",
-                              note="the check cell showed no verdict (an error before it, or it timed out)"))
+
+    def row(exercise: str, verdict: str, hint: str = "", note: str = "") -> None:
+        rows.append(Grade(student, name, stem, exercise, verdict, hint, note, mode))
+
+    if outcome.returncode is None:
+        row("", "timed out", note=f"stopped after {notebook_seconds} s")
+    elif report.timed_out:
+        row("", "timed out", note="; ".join(f"{what}" for _, what in report.timed_out))
+    elif not report.finished and not report.tampered:
+        last = outcome.stderr_tail.strip().splitlines()[-1:] or [f"exit status {outcome.returncode}"]
+        row("", "run failed", note=f"the run ended before its last check: {last[0][:200]}")
+    found = changes + [what for _, what in report.tampered]
+    also = "; ".join(looks + report.notes)
+    for exercise in exercises_of(lesson):
+        verdict, message = report.verdicts.get(exercise.name, ("not run", ""))
+        if exercise.name in audited:
+            note = f"its check would have said {verdict!r}; not counted" if exercise.name in report.verdicts else ""
+            row(exercise.name, audited[exercise.name], note=_joined(note, also))
+        elif found:
+            row(exercise.name, "check tampered", note=_joined("found: " + "; ".join(found[:6]), also))
+        elif exercise.name not in report.verdicts:
+            row(exercise.name, "not run", note=_joined("the check gave no verdict: the run ended or ran out of time "
+                                                       "before it", also))
         else:
-            hint = verdict["message"] if verdict["verdict"] == "wrong" else ""
-            rows.append(Grade(student, name, stem, exercise.name, verdict["verdict"], hint=hint))
+            hint = message if verdict == "wrong" else ""
+            row(exercise.name, verdict, hint=hint, note=_joined(message if verdict == "not run" else "", also))
     return rows
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(part for part in parts if part)
 
 
 def submissions(folder: Path) -> list[Path]:
@@ -260,28 +239,40 @@ def submissions(folder: Path) -> list[Path]:
 def grade_folder(folder: Path, out: Path, *, lessons_folder: Path = LESSONS, expected_lesson: str | None = None,
                  cell_seconds: int = CELL_SECONDS, notebook_seconds: int = NOTEBOOK_SECONDS,
                  progress: bool = True, workers: int = 2) -> list[Grade]:
-    """Grade every file under ``folder``, ``workers`` notebooks at a time; write ``grades.csv`` and
+    """Grade every file under ``folder``, ``workers`` hand-ins at a time; write ``grades.csv`` and
     ``index.html`` into ``out``. Rows come in the order of the files, however the runs interleave."""
     from tqdm import tqdm
 
+    sandbox.available_mode()  # no sandbox here: say so now, before grading anything
     lessons = {path.stem: nbformat.read(path, as_version=4) for path in lesson_paths(lessons_folder)}
     files = submissions(folder)
     graded: dict[Path, list[Grade]] = {}
-    # Each submission runs in its own child process and kernel; threads only wait for them.
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for slot in range(workers):
+        slots.put(slot)
+
+    def one(path: Path) -> list[Grade]:
+        slot = slots.get()  # each sandbox running at once has a user of its own
+        try:
+            return grade_file(path, folder, lessons, expected_lesson=expected_lesson, cell_seconds=cell_seconds,
+                              notebook_seconds=notebook_seconds, slot=slot, hidden=[out])
+        finally:
+            slots.put(slot)
+
+    # Each hand-in runs in its own sandboxed process; threads only wait for them.
     with ThreadPoolExecutor(max_workers=workers) as pool, \
             tqdm(total=len(files), desc="grading", unit="notebook", disable=not progress, file=sys.stdout) as bar:
-        running = {pool.submit(grade_file, path, folder, lessons, expected_lesson=expected_lesson,
-                               cell_seconds=cell_seconds, notebook_seconds=notebook_seconds): path for path in files}
+        running = {pool.submit(one, path): path for path in files}
         for done in as_completed(running):
             path, found = running[done], done.result()
             graded[path] = found
             right = sum(row.verdict == "right" for row in found)
             bar.write(f"{path.relative_to(folder)}: {right} of {sum(bool(r.exercise) for r in found)} right"
-                      + "".join(f"; {r.verdict}" for r in found if r.verdict in PROBLEMS))
+                      + "".join(f"; {r.verdict}" for r in found if r.verdict in (*PROBLEMS, "check tampered")))
             bar.update()
     rows = [row for path in files for row in graded[path]]
     write_csv(rows, out / "grades.csv")
-    write_html(rows, out / "index.html")
+    write_html(rows, {stem: exercises_of(lesson) for stem, lesson in lessons.items()}, out / "index.html")
     return rows
 
 
@@ -292,65 +283,3 @@ def write_csv(rows: Iterable[Grade], target: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(Grade)])
         writer.writeheader()
         writer.writerows(asdict(row) for row in rows)
-
-
-def write_html(rows: list[Grade], target: Path) -> None:
-    """A printable, offline table: students down, exercises across, totals for each."""
-    students = sorted({row.student for row in rows})
-    columns = sorted({(row.lesson, row.exercise) for row in rows if row.exercise})
-    cell = {(row.student, row.lesson, row.exercise): row for row in rows if row.exercise}
-    problems = [row for row in rows if not row.exercise]
-
-    def shown(row: Grade | None) -> str:
-        if row is None:
-            return '<td class="none">–</td>'
-        symbol, word = SHOWN.get(row.verdict, ("?", row.verdict))
-        title = html.escape(row.hint or row.note, quote=True)
-        return f'<td class="{row.verdict.replace(" ", "-")}" title="{title}">{symbol} {word}</td>'
-
-    head = "".join(f"<th>{html.escape(lesson[:2])}<br>{html.escape(name.removeprefix('check_'))}</th>"
-                   for lesson, name in columns)
-    body = []
-    for student in students:
-        own = [cell.get((student, *column)) for column in columns]
-        total = sum(row is not None and row.verdict == "right" for row in own)
-        answered = sum(row is not None for row in own)
-        body.append(f"<tr><th>{html.escape(student)}</th>{''.join(shown(row) for row in own)}"
-                    f"<td class='total'>{total} / {answered}</td></tr>")
-    per_exercise = "".join(
-        f"<td class='total'>{sum(r.verdict == 'right' for (s, *c), r in cell.items() if tuple(c) == column)}"
-        f" / {sum(1 for (s, *c) in cell if tuple(c) == column)}</td>" for column in columns)
-    problem_rows = "".join(f"<li><b>{html.escape(p.student)}</b> ({html.escape(p.file)}): {html.escape(p.verdict)}"
-                           f"{' — ' + html.escape(p.note) if p.note else ''}</li>" for p in problems)
-    legend = " ".join(f"<span>{symbol} {word}</span>" for symbol, word in SHOWN.values())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Grades</title><link rel="icon" href="data:,">'
-        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-        "th,td{border:1px solid #999;padding:3px 6px;text-align:center;font-size:.9em}"
-        ".right{background:#d6e9f8}.wrong{background:#fbe3c9}.total{font-weight:bold}"
-        ".check-edited,.check-moved,.check-missing{background:#eee;font-style:italic}"
-        "@media print{body{margin:0}th,td{font-size:8pt}}</style></head><body>"
-        f"<h1>Grades</h1><p>{len(students)} students, {len(columns)} exercises. Legend: {legend}. "
-        "Hover a cell for the hint the student saw.</p>"
-        f"<table><thead><tr><th>student</th>{head}<th>right / graded</th></tr></thead><tbody>{''.join(body)}"
-        f"<tr><th>right per exercise</th>{per_exercise}<td></td></tr></tbody></table>"
-        + (f"<h2>Files that could not be graded in full</h2><ul>{problem_rows}</ul>" if problems else "")
-        + "</body></html>",
-        encoding="utf-8",
-    )
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m idemlib.course.grade --run-one`` is the child process that runs one submission."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["--run-one"]:
-        # SIGTERM from the grader becomes SystemExit, so nbclient shuts its kernel down on the way out.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-        run_submission(Path(args[1]), Path(args[2]), int(args[3]))
-        return
-    raise SystemExit("usage: python -m idemlib.course grade FOLDER (see idemlib.course.__main__)")
-
-
-if __name__ == "__main__":
-    main()

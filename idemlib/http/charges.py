@@ -6,9 +6,9 @@ and the server stores the outcome of the first request under that key (scoped to
 the client that sent it, see :mod:`idemlib.http.keys`). A repeat gets the stored
 outcome, marked as a replay, instead of a second execution.
 
-``PUT`` and ``DELETE`` on an order's status need no key: HTTP defines them as
-idempotent (RFC 9110, section 9.2.2), and setting or removing a value twice leaves
-the same state as doing it once.
+``PUT`` and ``DELETE`` on an order's status need no key: HTTP defines them, and the
+safe methods (GET, HEAD, OPTIONS, TRACE), as idempotent (RFC 9110, section 9.2.2),
+and setting or removing a value twice leaves the same state as doing it once.
 
 Input is checked against what the database can hold before any work, and refused
 as a problem that says what to send instead; nothing is stored for it.
@@ -35,6 +35,7 @@ from idemlib.stores.sql import Cursor
 MAX_KEY_LENGTH = 255
 MAX_ID = 2**31 - 1  # the INTEGER columns of the payments and order tables hold no more
 MAX_STATUS_LENGTH = 64
+HOLD_LIMIT_SECONDS = 10.0  # a held charge goes on after this long, even if nobody lets it go
 ORDERS_SCHEMA = "CREATE TABLE IF NOT EXISTS order_status (order_id INTEGER PRIMARY KEY, status VARCHAR NOT NULL)"
 
 
@@ -130,6 +131,7 @@ class ChargesApi:
     in_progress_seconds: float = 60.0
     _failures_left: int = 0
     _drops_left: int = 0
+    _holds: list[threading.Event] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -146,8 +148,19 @@ class ChargesApi:
         return len(self.payments.payments())
 
     def fail_next(self, count: int = 1) -> None:
-        """The next ``count`` charges fail with 503, as during an outage downstream."""
+        """The next ``count`` charges fail with 500 after the work began (the card network down), and roll back."""
         self._failures_left += count
+
+    def hold_next(self) -> threading.Event:
+        """Keep the next charge at work until the returned event is set: a first request that is still being processed.
+
+        A lesson or a check holds a request this way instead of timing it, so
+        that a busy machine cannot let it finish before its retry arrives.
+        """
+        gate = threading.Event()
+        with self._lock:
+            self._holds.append(gate)
+        return gate
 
     def drop_next_responses(self, count: int = 1) -> None:
         """The next ``count`` charges are done and stored, but the connection closes before the answer is sent."""
@@ -186,13 +199,17 @@ class ChargesApi:
 
     def _charge(self, body: dict[str, Any], claim: KeyRecord | None) -> tuple[int, dict[str, Any]]:
         """Do the work and, under a claim, store its answer in the same transaction; a failure is answered too."""
-        time.sleep(self.work_seconds)
         with self._lock:
+            gate = self._holds.pop(0) if self._holds else None
             outage = self._failures_left > 0
             if outage:
                 self._failures_left -= 1
+        if gate is not None:
+            gate.wait(timeout=HOLD_LIMIT_SECONDS)
+        time.sleep(self.work_seconds)
         if outage:
-            status, result = 503, problem(503, "Service unavailable", "The card network is down; retry later.")
+            status, result = 500, self._failure("Card network failed", "The card network failed while the charge was made",
+                                               keyed=claim is not None)
         else:
             status, result = 201, {"id": f"ch_{next(self._charge_ids)}", **body}
 
@@ -215,11 +232,26 @@ class ChargesApi:
                 self.keys.settle(claim)
             raise _busy() from None
         except Exception as error:  # a broken database or a bug: the effect rolled back, the key is settled
-            failure = problem(500, "Charge failed", f"The charge failed on the server ({type(error).__name__}) and "
-                              "nothing was charged. Retry with the same key, or report the problem if it persists.")
+            failure = self._failure("Charge failed", f"The charge failed on the server ({type(error).__name__})",
+                                    keyed=claim is not None)
             if claim is not None:
                 self.keys.settle(claim, (500, failure))
             return 500, failure
+
+    def _failure(self, title: str, what: str, *, keyed: bool) -> dict[str, Any]:
+        """The 500 a failed charge is answered with, saying what a retry with the same key will get.
+
+        Under rules that replay errors (Stripe's v1) the answer is stored and every
+        retry gets it again; under the others a retry runs the charge again.
+        """
+        if not keyed:
+            return problem(500, title, f"{what}, and nothing was charged. Send a key with every charge, so that a "
+                           "retry cannot charge twice.")
+        if self.behaviour.replays_errors:
+            return problem(500, title, f"{what}. This answer is stored under your Idempotency-Key: a retry "
+                           "with the same key gets it again. Look the charge up before any attempt with a new key.")
+        return problem(500, title, f"{what}, and nothing was charged. Retry with the same key: the retry "
+                       "runs the charge again.")
 
     def put_status(self, order_id: int, raw_body: bytes) -> tuple[int, dict[str, Any]]:
         """``PUT /orders/<id>/status``: set the status. Twice is the same as once; no key needed."""

@@ -9,8 +9,9 @@ one that finds *completed* gets the stored result. A record is forgotten once it
 expires, and a delivery after that is new work again.
 
 The lease (how long the broker waits for an ack) and the deadline (how long a
-claim is honoured) are separate numbers; :func:`deadline_versus_lease` shows what
-each ratio of the two does.
+claim is honoured) are separate numbers. A live consumer keeps its lease by sizing
+it to outlast the work or by extending it while it works; the deadline is the
+safety net for a consumer that died holding a claim (see :mod:`idemlib.long_work.sizing`).
 """
 
 from __future__ import annotations
@@ -21,19 +22,25 @@ from typing import Any
 
 import pandas as pd
 
-from idemlib.explore import RUNNING_EXAMPLE, fault_points, open_transaction_seconds
-from idemlib.faults import Crash, FaultPlan
-from idemlib.handlers import Context, Handler, ProviderError, ProviderHandler, Steps
+from idemlib.explore import RUNNING_EXAMPLE
+from idemlib.faults import FaultPlan
+from idemlib.handlers import Context, Handler, ProviderError, Steps
 from idemlib.messages import Message, parse_charge
 from idemlib.provider import PaymentProvider
 from idemlib.sim import RunResult, outcome_of, simulate
-from idemlib.servers import ready
-from idemlib.stores import DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, postgres_unavailable
+from idemlib.stores import DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments
 
 IN_PROGRESS, COMPLETED = "in progress", "completed"
 BACKED_OFF, TAKEN_OVER, CLAIM_LOST = "in progress: backed off", "deadline passed: taken over", "claim lost: left to the owner"
+WAITED, STUCK, ROW_TWICE = "once, after a wait", "stuck, dead-lettered", "local row twice"
+"""This lesson's outcomes beside charged once, twice and lost: charged once, but only after deliveries were
+refused as in progress; dead-lettered while the record still says in progress (nothing more happens until a
+person replays it, and a replay after the record expires runs the work again); the card charged once but the
+consumer's own payment row written twice."""
 LEASE_SECONDS = 30.0
 """The broker's lease in this lesson's runs (the simulator's default visibility timeout)."""
+MAX_DELIVERIES = 5
+"""Deliveries after which the broker in this lesson's runs dead-letters a message (the simulator's default)."""
 
 RECORDS_TABLE = """CREATE TABLE IF NOT EXISTS idempotency_records (
     message_id VARCHAR PRIMARY KEY,
@@ -138,21 +145,29 @@ class InProgressHandler(Handler):
     key ``<message ID>:charge`` to the provider. ``local_write`` says where the local
     payment row is written: ``"with completion"`` in the transaction that marks the
     record completed, or ``"own commit"``, a plain insert committed on its own in
-    the work step, which a takeover repeats.
+    the work step, which a takeover repeats. ``work_parts`` splits the work into
+    that many ``work`` steps; with ``extend_lease`` the consumer extends its lease
+    before each part (SQS's ChangeMessageVisibility, JetStream's in-progress ack,
+    Pub/Sub's modifyAckDeadline), so the broker hands the message to nobody else
+    while it works.
     """
 
     steps = ("claim", "work", "call provider", "mark completed", "ack")
 
     def __init__(self, deadline_seconds: float | None = 60.0, *, expires_after: float = 3600.0, keyed: bool = True,
-                 local_write: str = "with completion") -> None:
+                 local_write: str = "with completion", extend_lease: bool = False, work_parts: int = 1) -> None:
         if local_write not in ("with completion", "own commit"):
             raise ValueError(f"local_write must be 'with completion' or 'own commit', not {local_write!r}")
-        if deadline_seconds is not None and deadline_seconds <= 0:
+        if deadline_seconds is not None and not deadline_seconds > 0:
             raise ValueError(f"deadline_seconds must be positive (or None for no deadline), not {deadline_seconds}")
+        if work_parts < 1:
+            raise ValueError(f"work_parts must be at least 1, not {work_parts}")
         self.deadline_seconds, self.expires_after, self.keyed, self.local_write = (
             deadline_seconds, expires_after, keyed, local_write)
+        self.extend_lease, self.work_parts = extend_lease, work_parts
         deadline = "no deadline" if deadline_seconds is None else f"deadline {deadline_seconds:g} s"
-        self.name = f"in progress, {deadline}, {'key' if keyed else 'no key'}, local row {local_write}"
+        lease = f", lease extended {work_parts} times" if extend_lease else ""
+        self.name = f"in progress, {deadline}, {'key' if keyed else 'no key'}, local row {local_write}{lease}"
 
     def run(self, ctx: Context) -> Steps:
         charge = parse_charge(ctx.delivery.message)
@@ -174,7 +189,10 @@ class InProgressHandler(Handler):
                 ctx.note(BACKED_OFF)  # a rival replaced it first
                 return
             ctx.note(TAKEN_OVER)
-        yield "work"
+        for _ in range(self.work_parts):
+            if self.extend_lease:
+                ctx.extend_lease()  # the lease now runs a full lease from here, while this part of the work runs
+            yield "work"
         if self.local_write == "own commit":
             db.charge(charge.order_id, charge.amount, ctx.message_id)
         yield "call provider"
@@ -194,7 +212,7 @@ class InProgressHandler(Handler):
         ctx.ack()
 
 
-def blocked_leases(trace: pd.DataFrame, lease: float) -> float:
+def waited_leases(trace: pd.DataFrame, lease: float) -> float:
     """How long a message sat refused as in progress, in leases.
 
     From the delivery that was first refused to the next delivery that was not (a
@@ -209,18 +227,25 @@ def blocked_leases(trace: pd.DataFrame, lease: float) -> float:
     return round(float(end - first) / lease, 2)
 
 
-def outcome_of_effects(charges: tuple[int, ...], refused: int) -> str:
-    """The outcome of one message over its effects (card charges, local rows...).
+def outcome_of_effects(charges: tuple[int, ...], refused: int, *, stuck: bool = False) -> str:
+    """The outcome of one message over its effects: the card's charges first, then the local payment rows, if any.
 
-    Any effect twice: ``charged twice``; any effect missing: ``charge lost``; every
-    effect once, but only after deliveries were refused as in progress:
-    ``blocked``; otherwise ``charged once``.
+    The card charged twice: ``charged twice``; a local row twice: ``local row
+    twice``; the message dead-lettered while its record said in progress: ``stuck,
+    dead-lettered``, whatever was charged; the card not charged: ``charge lost``;
+    every effect once, but only after deliveries were refused as in progress:
+    ``once, after a wait``; otherwise ``charged once``.
     """
-    if max(charges) >= 2:
-        return outcome_of(max(charges))
+    card, *rows = charges
+    if card >= 2:
+        return outcome_of(card)
+    if any(row >= 2 for row in rows):
+        return ROW_TWICE
+    if stuck:
+        return STUCK
     if min(charges) == 0:
         return outcome_of(0)
-    return "blocked" if refused else outcome_of(1)
+    return WAITED if refused else outcome_of(1)
 
 
 def _claim_is_over(record: Record, now: float) -> bool:
@@ -245,6 +270,8 @@ class LongRun:
     result: RunResult
     provider: PaymentProvider
     lease: float
+    stuck: bool = False
+    """Whether a message went to the dead-letter queue while its record still said in progress."""
 
     @property
     def card_charges(self) -> int:
@@ -262,119 +289,42 @@ class LongRun:
         return len(self.result.events(BACKED_OFF))
 
     @property
-    def blocked_leases(self) -> float:
-        """How long the message sat refused as in progress, in leases (see :func:`blocked_leases`)."""
-        return blocked_leases(self.result.trace, self.lease)
+    def waited_leases(self) -> float:
+        """How long the message sat refused as in progress, in leases (see :func:`waited_leases`)."""
+        return waited_leases(self.result.trace, self.lease)
 
     @property
     def outcome(self) -> str:
-        """Once, twice or lost over both effects (the card and the local row), or ``blocked`` (see :func:`outcome_of_effects`)."""
-        return outcome_of_effects((self.card_charges, self.local_rows), self.refused)
+        """The outcome over both effects, the card and the local row (see :func:`outcome_of_effects`)."""
+        return outcome_of_effects((self.card_charges, self.local_rows), self.refused, stuck=self.stuck)
 
     def summary(self) -> dict[str, Any]:
         """The figures the lesson's tables show for this run."""
-        return {"takeovers": len(self.result.events(TAKEN_OVER)), "provider calls": len(self.result.events("provider answered")),
-                "card charges": self.card_charges, "local rows": self.local_rows, "refused": self.refused,
-                "blocked (leases)": self.blocked_leases, "dead-lettered": len(self.result.dead_letters),
-                "outcome": self.outcome}
+        return {"deliveries": len(self.result.events("delivered")), "takeovers": len(self.result.events(TAKEN_OVER)),
+                "provider calls": len(self.result.events("provider answered")), "card charges": self.card_charges,
+                "local rows": self.local_rows, "refused": self.refused, "waited (leases)": self.waited_leases,
+                "dead-lettered": len(self.result.dead_letters), "outcome": self.outcome}
 
 
 def run_long(handler: InProgressHandler, messages: Iterable[Message] = (RUNNING_EXAMPLE,), *,
              faults: FaultPlan | None = None, lease: float = LEASE_SECONDS, consumers: int = 1,
-             step_seconds: dict[str, float] | None = None, database: _WithRecords | None = None,
-             max_deliveries: int = 5) -> LongRun:
+             work_seconds: float | None = None, database: _WithRecords | None = None,
+             max_deliveries: int = MAX_DELIVERIES) -> LongRun:
     """Run ``messages`` through the in-progress handler with a fresh provider.
 
+    ``work_seconds`` is how long the whole work takes, split evenly over the
+    handler's work parts (the simulator's one-second step when not given).
     ``database`` (a fresh in-memory DuckDB when not given) is emptied first, so
     one database can serve many runs without one run seeing another's records.
     """
     provider = PaymentProvider()
     database = database or RecordsDuckDB()
     database.empty()
+    step_seconds = None if work_seconds is None else {"work": work_seconds / handler.work_parts}
     result = simulate(handler, messages, faults=faults, consumers=consumers, visibility_timeout=lease,
                       step_seconds=step_seconds, database=database, provider=provider,
                       max_deliveries=max_deliveries)
-    return LongRun(result, provider, lease)
-
-
-def inprogress_matrix(handlers: dict[str, InProgressHandler], engine: str = "DuckDB", *,
-                      lease: float = LEASE_SECONDS) -> pd.DataFrame:
-    """Every single fault (a crash before each step, a lost ack) on one delivery of m-7f3, for each labelled handler.
-
-    One row per (handler, fault) with the card charges, the local rows, the
-    refused deliveries, the time blocked in leases and the outcome; the columns
-    ``total charged`` (the card, in dollars) and ``outcome`` suit :func:`idemlib.pictures.plots.plot_crash_matrix`.
-    """
-    rows = []
-    amount = RUNNING_EXAMPLE.body["amount"]
-    database = records_database(engine)
-    for label, handler in handlers.items():
-        for fault, plan in fault_points(handler):
-            run = run_long(handler, faults=plan, lease=lease, database=database)
-            rows.append({"handler": label, "fault": fault, "total charged": run.card_charges * amount, **run.summary()})
-    return pd.DataFrame(rows)
-
-
-def outcomes_by_engine(matrix: pd.DataFrame, label: str, handlers: dict[str, InProgressHandler]) -> pd.DataFrame:
-    """The outcome at each fault point of the handler ``label``: as measured on DuckDB in ``matrix``, and on PostgreSQL.
-
-    ``matrix`` and ``handlers`` are what :func:`inprogress_matrix` was given and
-    returned. Without a PostgreSQL server the column is left out with a message
-    saying how to start one (or, where servers are required, the run fails).
-    """
-    columns = {"DuckDB": matrix[matrix["handler"] == label].set_index("fault")["outcome"]}
-    if ready(postgres_unavailable(), "Only DuckDB is shown."):
-        on_postgres = inprogress_matrix({label: handlers[label]}, "PostgreSQL")
-        columns["PostgreSQL"] = on_postgres.set_index("fault")["outcome"]
-    return pd.DataFrame(columns)
-
-
-def deadline_versus_lease(ratios: Iterable[float] = (0.5, 1.0, 2.0, 10.0), *, lease: float = LEASE_SECONDS,
-                          slow_work: float = 1.5) -> pd.DataFrame:
-    """What deadlines shorter than, equal to and longer than the lease do, in two situations.
-
-    *crashed after its claim*: the first consumer dies before its provider call,
-    leaving an in-progress record; *slow, alive*: the work takes ``slow_work``
-    leases, so the broker hands the message to a second consumer while the first
-    is still working. ``ratios`` are deadlines as multiples of the lease.
-    """
-    situations: dict[str, dict[str, Any]] = {
-        "crashed after its claim": {"faults": FaultPlan(crashes=[Crash("call provider")])},
-        "slow, alive": {"consumers": 2, "step_seconds": {"work": slow_work * lease}},
-    }
-    rows = []
-    database = RecordsDuckDB()
-    for ratio in ratios:
-        for situation, setup in situations.items():
-            run = run_long(InProgressHandler(ratio * lease), lease=lease, database=database, **setup)
-            rows.append({"deadline / lease": ratio, "situation": situation, **run.summary()})
-    return pd.DataFrame(rows)
-
-
-def where_the_call_sits(messages: list[Message], *, provider_seconds: float = 2.0, step_seconds: float = 0.05,
-                        ack_loss_rate: float = 0.2, seed: int = 7) -> pd.DataFrame:
-    """The provider call inside the open transaction, before it, or between a committed claim and the completion.
-
-    Every handler sends the derived key. The table gives how long, on average, a
-    delivery holds a database transaction open (simulated seconds), how many calls
-    reached the provider and how many charges it made, under the same lost acks.
-    """
-    timings = {step: step_seconds for step in ("begin", "record id", "charge", "commit", "ack", "claim", "work",
-                                               "mark completed")}
-    timings["call provider"] = provider_seconds
-    handlers: dict[str, Handler] = {"call inside the transaction": ProviderHandler("inside"),
-                                    "call before the transaction": ProviderHandler("before"),
-                                    "in-progress record": InProgressHandler(60.0)}
-    rows = {}
-    database = RecordsDuckDB()
-    for label, handler in handlers.items():
-        database.empty()
-        provider = PaymentProvider()
-        run = simulate(handler, messages, faults=FaultPlan(ack_loss_rate=ack_loss_rate, seed=seed), provider=provider,
-                       step_seconds=timings, database=database)
-        # The in-progress record opens its one transaction and commits it within the "mark completed" step.
-        held = open_transaction_seconds(run.trace)
-        rows[label] = {"seconds a transaction stays open": round(float(held.mean()) if not held.empty else 0.0, 2),
-                       "calls to the provider": len(run.events("provider answered")),
-                       "charges at the provider": len(provider.charges), "payments owed": len(messages)}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    records = database.records()
+    in_progress = set(records.loc[records["status"] == IN_PROGRESS, "message_id"])
+    stuck = any(letter.message.label in in_progress for letter in result.dead_letters)
+    return LongRun(result, provider, lease, stuck)

@@ -1,10 +1,13 @@
 """The real Powertools idempotency utility beside the course's inbox and in-progress record (lesson 09).
 
 :func:`side_by_side` crashes m-7f3 at the points the three consumers share and
-tabulates what each did; :func:`powertools_scenarios` measures the library's other
-behaviours (expiry, payload validation, a missing key, an orphaned record, a
-concurrent duplicate). The library's runs are real (see :mod:`idemlib.long_work.powertools`); the
-course's consumers run in the simulator.
+tabulates what each did; :func:`raised_or_killed` sets an error the function raises
+beside a process killed at the same point; :func:`deadline_enforced` runs a claim
+whose deadline is shorter than the work, with and without the invocation being
+stopped at it; :func:`powertools_scenarios` runs the library's other behaviours
+(the orphan lock, expiry, payload validation, a missing key, a concurrent copy).
+The library's runs are real (see :mod:`idemlib.long_work.powertools`); the course's
+consumers run in the simulator. Both count time on a virtual clock.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler
 from idemlib.long_work.inprogress import BACKED_OFF, LEASE_SECONDS, InProgressHandler, RecordsDuckDB, run_long
-from idemlib.messages import Message
 from idemlib.long_work.powertools import PeerRun, PeerSettings, run_powertools
+from idemlib.messages import Message
 from idemlib.sim import outcome_of, simulate
 from idemlib.stores import DuckDBPayments
 
@@ -44,20 +47,17 @@ def _plan(point: str, step: str | None) -> FaultPlan:
     return FaultPlan(crashes=[Crash(step)]) if step else FaultPlan()
 
 
-def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.2,
-                 course_deadline_leases: float = 2.0) -> pd.DataFrame:
+def side_by_side(peers: dict[str, PeerSettings] | None, *, course_deadline_leases: float = 2.0) -> pd.DataFrame:
     """m-7f3 crashed at each shared point, handled by the inbox, the in-progress handler and the library.
 
-    The course's consumers run in the simulator with a 30 s lease; each library
-    configuration in ``peers`` runs for real with a lease of ``lease`` seconds (None:
-    the library is left out). One row per (consumer, crash point), in the columns
+    Every consumer has the same 30 s lease on the same kind of clock; each library
+    configuration in ``peers`` runs for real (None: the library is left out). One
+    row per (consumer, crash point), in the columns
     :func:`idemlib.pictures.plots.plot_crash_matrix` reads.
     """
     jobs = [(label, point, settings, _plan(point, peer_step))
             for label, settings in (peers or {}).items() for point, _, _, peer_step in CRASH_POINTS]
-    # Started first: the library's runs mostly wait out real leases, and the course's simulated runs fill that time.
-    started = _in_parallel([(([RUNNING_EXAMPLE], settings), {"faults": plan, "lease": lease})
-                            for _, _, settings, plan in jobs])
+    started = _in_parallel([(([RUNNING_EXAMPLE], settings), {"faults": plan}) for _, _, settings, plan in jobs])
     rows = []
     handler = InProgressHandler(course_deadline_leases * LEASE_SECONDS)
     inbox_db, records_db = DuckDBPayments(), RecordsDuckDB()
@@ -68,23 +68,23 @@ def side_by_side(peers: dict[str, PeerSettings] | None, *, lease: float = 0.2,
         rows.append(("inbox (one transaction)", point, charges, 0, 0.0, len(inbox.dead_letters), outcome_of(charges)))
         course = run_long(handler, faults=_plan(point, course_step), database=records_db)
         rows.append((f"in-progress record, deadline {course_deadline_leases:g} leases", point, course.card_charges,
-                     course.refused, course.blocked_leases, len(course.result.dead_letters), course.outcome))
+                     course.refused, course.waited_leases, len(course.result.dead_letters), course.outcome))
     for (label, point, _, _), run in zip(jobs, (future.result() for future in started)):
         summary = run.summary()
-        rows.append((label, point, summary["charges"], summary["refused"], summary["blocked (leases)"],
+        rows.append((label, point, summary["charges"], summary["refused"], summary["waited (leases)"],
                      summary["dead-lettered"], summary["outcome"]))
-    table = pd.DataFrame(rows, columns=["handler", "fault", "charges", "refused", "blocked (leases)", "dead-lettered",
+    table = pd.DataFrame(rows, columns=["handler", "fault", "charges", "refused", "waited (leases)", "dead-lettered",
                                         "outcome"])
     table["total charged"] = table["charges"] * RUNNING_EXAMPLE.body["amount"]
     order = list(dict.fromkeys(table["handler"]))
     return table.sort_values("handler", key=lambda names: names.map(order.index), kind="stable").reset_index(drop=True)
 
 
-def _in_parallel(calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int = 6) -> list[Future[PeerRun]]:
-    """Start several independent runs at once: each mostly waits for leases and children, so they overlap well.
+def _in_parallel(calls: list[tuple[tuple[Any, ...], dict[str, Any]]], workers: int = 4) -> list[Future[PeerRun]]:
+    """Start several independent runs at once: each mostly waits for its children, so they overlap well.
 
-    Every run has its own broker, clock and key prefix; only the machine is shared.
-    The runs go on in the background; each future gives its run when it ends.
+    Every run has its own broker, clock and key prefix; only the machine is shared,
+    and no outcome depends on how fast it is. Each future gives its run when it ends.
     """
     pool = ThreadPoolExecutor(max_workers=workers)
     started = [pool.submit(run_powertools, *args, **kwargs) for args, kwargs in calls]
@@ -96,38 +96,81 @@ def compare_outcomes(table: pd.DataFrame) -> pd.DataFrame:
     """The side-by-side table as one row per crash point and one column per consumer, each cell saying what happened."""
     cells = table.assign(said=[
         f"{row['outcome']}: {row['charges']} charge{'s' if row['charges'] != 1 else ''}"
-        + (f", {row['refused']} refused" if row["refused"] else "") + (", dead-lettered" if row["dead-lettered"] else "")
+        + (f", {row['refused']} refused" if row["refused"] else "")
         for row in table.to_dict("records")])
     points = [point for point, *_ in CRASH_POINTS]
     return cells.pivot(index="fault", columns="handler", values="said").loc[points, list(dict.fromkeys(table["handler"]))]
 
 
-def powertools_scenarios(lease: float = 0.2) -> pd.DataFrame:
-    """The library's behaviours the lesson measures beyond :func:`side_by_side`, each a real run on the real Redis.
+def _tabulate(runs: dict[str, tuple[tuple[Any, ...], dict[str, Any]]]) -> pd.DataFrame:
+    """Run each labelled call of :func:`run_powertools` and give one row of its summary per label."""
+    started = _in_parallel(list(runs.values()))
+    return pd.DataFrame({label: future.result().summary() for label, future in zip(runs, started)}).T
+
+
+def raised_or_killed(settings: PeerSettings = PeerSettings()) -> pd.DataFrame:
+    """The function raising an error, beside the process killed, at the same two points: before and after its charge.
+
+    The library deletes its record when the decorated function raises, so the
+    redelivery runs the function again; a killed process leaves the record in progress.
+    """
+    one = [RUNNING_EXAMPLE]
+    return _tabulate({
+        "raises before the charge": ((one, settings), {"raises": "before the charge"}),
+        "killed before the charge": ((one, settings), {"faults": FaultPlan(crashes=[Crash("charge")])}),
+        "raises after the charge": ((one, settings), {"raises": "after the charge"}),
+        "killed after the charge": ((one, settings), {"faults": FaultPlan(crashes=[Crash("mark completed")])}),
+    })[["charges", "raised", "refused", "dead-lettered", "outcome"]]
+
+
+def deadline_enforced(work_seconds: float = 45.0, time_left: float = 20.0) -> pd.DataFrame:
+    """A registered deadline shorter than the work, two consumers: nothing stops the work, or the timeout does.
+
+    Outside Lambda the stand-in context only reports time left: the consumer works
+    on past its deadline, the redelivery after its lease finds the claim expired and
+    takes over while the first still works. Inside Lambda the invocation is stopped
+    when its time runs out. A deadline longer than the work is the third row.
+    """
+    one, work = [RUNNING_EXAMPLE], {"consumers": 2, "work_seconds": work_seconds}
+    roomy = 2 * LEASE_SECONDS
+    return _tabulate({
+        f"{time_left:g} s left, work {work_seconds:g} s, not stopped (stand-in)":
+            ((one, PeerSettings(time_left=time_left)), work),
+        f"{time_left:g} s left, work {work_seconds:g} s, stopped at {time_left:g} s (as Lambda)":
+            ((one, PeerSettings(time_left=time_left, stopped_at_timeout=True)), work),
+        f"{roomy:g} s left, work {work_seconds:g} s, stopped at {roomy:g} s":
+            ((one, PeerSettings(time_left=roomy, stopped_at_timeout=True)), work),
+    })[["charges", "refused", "failed", "stopped", "dead-lettered", "outcome"]]
+
+
+def powertools_scenarios() -> pd.DataFrame:
+    """The library's behaviours the lesson runs beyond the crash points, each a real run on the real Redis.
 
     One row per scenario: what the customers owe, what was charged, how many
-    deliveries were refused or rejected, what was dead-lettered, which errors the
-    library raised and what it warned. The short-expiry run waits out real seconds: a record lives at
-    least one whole second (Redis counts its life in seconds), and the lease leaves a
-    second's margin for a slow machine.
+    deliveries were refused, rejected or failed, what was dead-lettered, which
+    errors the library raised and what it warned. The lock the library takes to
+    replace an orphaned record lives ``min(10 s, the record's life)``; the two
+    orphan rows put a lease shorter and longer than that between deliveries.
     """
     reused = [RUNNING_EXAMPLE, Message.charge("m-7f3", order_id=1042, amount=50)]
     no_key = Message(None, {"order_id": 1042, "amount": 40})
+    twice_after_claim = FaultPlan(crashes=[Crash("charge"), Crash("charge", delivery=2)])
     scenarios: list[tuple[str, list[Message], PeerSettings, dict[str, Any]]] = [
-        ("deadline, two crashes after the claim", [RUNNING_EXAMPLE], PeerSettings(deadline_ms=50),
-         {"faults": FaultPlan(crashes=[Crash("charge"), Crash("charge", delivery=2)])}),
-        ("expiry 1 s, ack lost, lease 2 s", [RUNNING_EXAMPLE], PeerSettings(expires_after_seconds=1),
-         {"faults": _plan("ack lost", None), "lease": 2.0}),
+        ("orphan taken over, killed again; lease 2 s, shorter than the lock", [RUNNING_EXAMPLE],
+         PeerSettings(time_left=1.0), {"faults": twice_after_claim, "lease": 2.0}),
+        ("orphan taken over, killed again; lease 30 s, longer than the lock", [RUNNING_EXAMPLE],
+         PeerSettings(time_left=20.0), {"faults": twice_after_claim}),
+        ("records expire after 10 s, ack lost, lease 30 s", [RUNNING_EXAMPLE], PeerSettings(expires_after_seconds=10),
+         {"faults": _plan("ack lost", None)}),
         ("ID reused for $50, payload validation off", reused, PeerSettings(), {}),
         ("ID reused for $50, payload validation on", reused, PeerSettings(payload_validation=True), {}),
         ("no key, raise_on_no_idempotency_key off, ack lost", [no_key], PeerSettings(), {"faults": _plan("ack lost", None)}),
         ("no key, raise_on_no_idempotency_key on", [no_key], PeerSettings(raise_on_no_key=True), {}),
-        ("duplicate published, both copies held at once", [RUNNING_EXAMPLE, RUNNING_EXAMPLE], PeerSettings(deadline_ms=5000),
-         {"overlap_at": "charge", "lease": 1.0}),  # the first copy's lease outlasts the second copy's whole run
+        ("duplicate published, both copies held at once", [RUNNING_EXAMPLE, RUNNING_EXAMPLE],
+         PeerSettings(time_left=2 * LEASE_SECONDS), {"consumers": 2, "work_seconds": 10.0}),
     ]
     rows = []
-    started = _in_parallel([((messages, settings), {"lease": lease, **options})
-                            for _, messages, settings, options in scenarios])
+    started = _in_parallel([((messages, settings), options) for _, messages, settings, options in scenarios])
     for (name, messages, _, _), run in zip(scenarios, (future.result() for future in started)):
         owed = sum({(m.message_id, m.body["amount"]): m.body["amount"] for m in messages}.values())  # each payload once
         summary = run.summary()

@@ -29,10 +29,13 @@ OUTCOME_COLOURS = {"charge lost": OKABE_ITO["orange"], "charged once": OKABE_ITO
 OUTCOME_HATCHES = {"charge lost": "..", "charged once": "", "charged twice": "xx"}
 """The second cue for an outcome, for readers (and printers) who cannot tell the colours apart."""
 
-BLOCKED_OUTCOME = {"blocked": (OKABE_ITO["sky blue"], "//", "white")}
-"""Lesson 09's fourth outcome (charged once, but only after deliveries were refused as in progress): its
-colour and, as a second cue, its hatching and the hatching's colour (white, as for the other outcomes).
-Kept apart so other lessons' legends stay as they are."""
+LONG_WORK_OUTCOMES = {"once, after a wait": (OKABE_ITO["sky blue"], "//", "white"),
+                      "stuck, dead-lettered": (OKABE_ITO["reddish purple"], "\\\\", "white"),
+                      "local row twice": (OKABE_ITO["yellow"], "++", "black")}
+"""Lesson 09's own outcomes, each with its colour and, as a second cue, its hatching and the hatching's colour:
+charged once but only after deliveries were refused as in progress; dead-lettered while the record still says
+in progress; the card charged once but the local payment row twice. Kept apart so other lessons' legends stay
+as they are."""
 
 LINE_STYLES = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", "-"), ("P", "--")]
 """Marker and dash for the n-th line of a figure, so lines differ by more than colour."""
@@ -49,6 +52,7 @@ EVENT_MARKERS = {
     "delivered": ("v", OKABE_ITO["blue"]),
     "step": (".", "#777777"),
     "charged": (r"$\$$", OKABE_ITO["vermillion"]),
+    "charge rolled back": (r"$\$$", "#999999"),
     "committed": ("s", OKABE_ITO["bluish green"]),
     "acked": ("^", OKABE_ITO["bluish green"]),
     "ack lost": ("x", OKABE_ITO["vermillion"]),
@@ -119,7 +123,7 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
         for column, cell in cells.iterrows():
             y = len(handlers) - 1 - row
             outcome = cell["outcome"]
-            colour, hatch, lines = BLOCKED_OUTCOME.get(
+            colour, hatch, lines = LONG_WORK_OUTCOMES.get(
                 outcome, (OUTCOME_COLOURS.get(outcome), OUTCOME_HATCHES.get(outcome, ""), "white"))
             ax.add_patch(Rectangle((column, y), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor=lines, linewidth=0))
             label = re.sub(r"^crash (before|after) ", r"crash \1\n", str(cell["fault"]))
@@ -135,19 +139,53 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
     ax.set_title(title, pad=24)  # room for the legend between the title and the cells
     handles = [outcome_patch(outcome) for outcome in OUTCOME_COLOURS]
     handles += [Patch(facecolor=c, hatch=h, edgecolor=lines, label=o)
-                for o, (c, h, lines) in BLOCKED_OUTCOME.items() if o in set(matrix["outcome"])]
+                for o, (c, h, lines) in LONG_WORK_OUTCOMES.items() if o in set(matrix["outcome"])]
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False)
     for spine in ax.spines.values():
         spine.set_visible(False)
     return ax
 
 
+ROLLBACK_EVENTS = {"crashed", "rolled back", "conflict", "rejected", "provider failed", "response lost", "failed"}
+"""Events after which a consumer's open transaction is gone, with every write in it."""
+
+
+def undone_charges(trace: pd.DataFrame) -> pd.Index:
+    """The ``charged`` events whose transaction never committed: the charge was rolled back with it.
+
+    A charge counts as undone when its delivery opened a transaction before it
+    (a ``begin`` step) and then ended in a crash or a failure instead of a commit.
+    Handlers that commit each write on its own (ID first, work first) open none, so
+    their charges stand the moment they are made.
+    """
+    undone: list[int] = []
+    for _, events in trace.groupby(["actor", "message_id", "delivery"], sort=False):
+        pending: list[int] = []
+        in_transaction = False
+        for index, event, detail in zip(events.index, events["event"], events["detail"]):
+            if event == "step" and detail == "begin":
+                in_transaction = True
+            elif event == "charged" and in_transaction:
+                pending.append(index)
+            elif event == "committed":
+                pending, in_transaction = [], False
+            elif event in ROLLBACK_EVENTS:
+                undone += pending
+                pending, in_transaction = [], False
+        undone += pending  # a run that ended mid-transaction rolled it back too
+    return pd.Index(sorted(undone))
+
+
 def plot_timeline(trace: pd.DataFrame, ax: Axes | None = None, *, title: str = "What happened, and when") -> Axes:
     """Each actor's events on a shared time axis: deliveries, steps, commits, acks, crashes.
 
     ``trace`` is a run's trace (``RunResult.trace``); the published events are left out.
+    A charge whose transaction was rolled back (a crash, or a conflict at commit) is
+    drawn grey and labelled *rolled back*: it was made, and then undone.
     """
-    events = trace[trace["event"] != "published"]
+    events = trace[trace["event"] != "published"].copy()
+    rolled_back = undone_charges(events)
+    events.loc[rolled_back, "event"] = "charge rolled back"
     actors = list(dict.fromkeys(["broker", *sorted(events["actor"].unique())]))
     ax = _axes(ax, (9, 1.1 * len(actors) + 1.5))
     # A bar per delivery from its hand-over to its last event: how long the consumer held it.
@@ -164,6 +202,9 @@ def plot_timeline(trace: pd.DataFrame, ax: Axes | None = None, *, title: str = "
     for _, row in events[events["event"] == "delivered"].iterrows():
         ax.annotate(f"{row['message_id']} #{row['delivery']}", (row["time"], actors.index(row["actor"])),
                     textcoords="offset points", xytext=(0, 9), ha="center", fontsize=7)
+    for _, row in events.loc[rolled_back].iterrows():  # words, not only a grey colour, say it was undone
+        ax.annotate("rolled back", (row["time"], actors.index(row["actor"])), textcoords="offset points",
+                    xytext=(0, -14), ha="center", fontsize=7, color="#555555")
     ax.set_yticks(range(len(actors)), actors)
     ax.set_ylabel("who")
     ax.set_ylim(-0.6, len(actors) - 0.4)
@@ -262,7 +303,7 @@ def plot_retry_settings(grid: pd.DataFrame, *, title: str) -> tuple[Axes, Axes]:
         ax.set_xlabel("deliveries allowed before the dead-letter queue")
         ax.set_title(what)
         ax.set_ylim(bottom=0)
-        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.set_xticks(sorted(grid["max deliveries"].unique()))  # only the limits that were run
         ax.grid(alpha=0.3)
     extra.invert_xaxis()  # shared by both panels: generous retries on the left, none on the right
     extra.legend(loc="lower left", frameon=False)

@@ -3,8 +3,10 @@
 The processed-ID table gains a row for every message, so it grows with traffic and
 has to be pruned. Pruning bounds its memory: once an ID is deleted, a late
 duplicate of that message is new again. Retention therefore has to cover the
-longest way a copy can still arrive: the queue's retention, plus a dead-letter
-queue that may be replayed, plus the producer's own retry horizon.
+longest way a copy can still arrive: the producer's retries, the time until a
+dead-lettered copy may be redriven, and then the queue's retention once more,
+because Amazon SQS treats a redriven message as a new message whose retention
+starts again.
 """
 
 from __future__ import annotations
@@ -16,10 +18,8 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from idemlib.clock import VirtualClock
-from idemlib.facts import fact_seconds
+from idemlib.facts import fact_seconds, load_facts
 from idemlib.retention_and_ordering.pruning import scratch_schema
-from idemlib.stores.keyvalue import KeyValueTable
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -27,11 +27,14 @@ DAY = 86400.0
 
 @dataclass(frozen=True)
 class RetentionConfig:
-    """The three ways a copy of a message can still arrive after the first one was handled (all in seconds).
+    """What bounds how late a copy of a message can arrive after the first one was handled (all in seconds).
 
-    ``dlq_replay`` is how long a dead-lettered message may sit before someone replays
-    it (0 when there is no dead-letter queue, or it is never replayed);
-    ``producer_retry`` how long after its first publish the producer may still send a copy.
+    ``producer_retry`` is how long after its first publish the producer may still send
+    a copy; ``dlq_replay`` how long after a copy was sent it may still be redriven from
+    the dead-letter queue, its last redrive if there can be several (0 when there is no
+    dead-letter queue, or it is never redriven; for an SQS standard queue at most the
+    DLQ's own retention, which counts from the message's original enqueue);
+    ``queue_retention`` how long the queue keeps a message no consumer has taken.
     """
 
     queue_retention: float
@@ -45,8 +48,22 @@ class RetentionConfig:
                 raise ValueError(f"{name} must be a number of seconds, zero or more; got {value!r}")
 
     def horizon(self) -> float:
-        """The seconds an ID must be kept: a producer's last retry can wait out the queue, then the DLQ, then be replayed."""
-        return self.queue_retention + self.dlq_replay + self.producer_retry
+        """The seconds an ID must be kept: the producer's last retry, dead-lettered and redriven as late as the
+        replay policy allows, is a new message whose retention starts again, so it may wait a whole queue
+        retention more before it is delivered."""
+        return self.producer_retry + self.dlq_replay + self.queue_retention
+
+    def worst_copy(self) -> pd.DataFrame:
+        """The latest copy's way to the consumer, step by step, with the time each step can happen at the latest."""
+        steps = [(0.0, "m-7f3 handled; its ID stored"),
+                 (self.producer_retry,
+                  "the producer's last retry is sent (the first publish's acknowledgement was lost)")]
+        if self.dlq_replay:
+            steps.append((self.producer_retry + self.dlq_replay, "the copy, dead-lettered, is redriven: a new message "
+                          "with a new message ID and enqueue time, so its retention starts again"))
+        steps.append((self.horizon(), "its retention runs out: the last moment a consumer can still receive it"))
+        return pd.DataFrame([(t / HOUR, what) for t, what in steps], columns=["at the latest (h)", "step"]
+                            ).set_index("at the latest (h)")
 
 
 def example_configs() -> dict[str, RetentionConfig]:
@@ -55,17 +72,25 @@ def example_configs() -> dict[str, RetentionConfig]:
     return {
         "SQS default, no DLQ, no producer retry": RetentionConfig(default),
         "SQS default + producer retries for 1 h": RetentionConfig(default, producer_retry=HOUR),
-        "SQS default + DLQ replayed within 7 days + retries 1 h": RetentionConfig(default, 7 * DAY, HOUR),
-        "SQS maximum + DLQ kept 14 days + retries 1 day": RetentionConfig(longest, longest, DAY),
+        "SQS default + DLQ redriven within 7 days of the send + retries 1 h": RetentionConfig(default, 7 * DAY, HOUR),
+        "SQS maximum + standard DLQ kept 14 days, redriven at its end + retries 1 day": RetentionConfig(longest,
+                                                                                                      longest, DAY),
     }
 
 
 def horizon_table(configs: dict[str, RetentionConfig]) -> pd.DataFrame:
     """One row per set-up: its three parts and the retention they add up to, in days."""
-    rows = [(label, c.queue_retention / DAY, c.dlq_replay / DAY, c.producer_retry / DAY, c.horizon() / DAY,
+    rows = [(label, c.producer_retry / DAY, c.dlq_replay / DAY, c.queue_retention / DAY, c.horizon() / DAY,
              c.horizon() / HOUR) for label, c in configs.items()]
-    return pd.DataFrame(rows, columns=["set-up", "queue (days)", "DLQ replay (days)", "producer retry (days)",
-                                       "keep IDs at least (days)", "(hours)"]).set_index("set-up").round(3)
+    return pd.DataFrame(rows, columns=["set-up", "producer retry (days)", "redrive up to (days after the send)",
+                                       "queue retention after that (days)", "keep IDs at least (days)", "(hours)"]
+                        ).set_index("set-up").round(3)
+
+
+def sources(*names: str) -> pd.DataFrame:
+    """Rows of ``data/facts.csv`` as the lesson shows them: the value, the sentence quoted from the source, and the
+    versions or date it holds for."""
+    return load_facts().loc[list(names), ["value", "unit", "quote", "holds_for"]].fillna("")
 
 
 class DatedInbox:
@@ -108,17 +133,15 @@ class DatedInbox:
         return int(self.db.execute("SELECT coalesce(sum(amount), 0) FROM payments").fetchone()[0])
 
 
-def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: float = 15 * 60,
-                   replay_early: float = 5 * 60, amount: int = 40, message_id: str = "m-7f3",
-                   inbox: DatedInbox | None = None) -> pd.DataFrame:
-    """Play the worst late duplicate against an inbox pruned every ``prune_every`` seconds, keeping ``retention``.
+def late_copy(retention: float, arrive_at: float, *, what: str = "a late copy arrives",
+              prune_every: float = 15 * 60, amount: int = 40, message_id: str = "m-7f3",
+              inbox: DatedInbox | None = None) -> pd.DataFrame:
+    """Handle ``message_id`` at time 0 and a copy of it at ``arrive_at``, on an inbox keeping ``retention`` seconds.
 
-    The model's assumptions: ``message_id`` is handled at time 0; a copy the producer
-    retried at the end of its retry horizon waits out the queue's retention, is
-    dead-lettered, and is replayed at the end of the DLQ window, so it arrives
-    ``replay_early`` seconds (five minutes) before the horizon has passed. One row
-    per event, with what the inbox did.
-    ``inbox`` (emptied first) saves opening a new database for every run of a sweep.
+    A pruning job runs every ``prune_every`` seconds and deletes IDs older than the
+    retention. One row per event, with what the inbox did; ``attrs["total charged"]``
+    is what the customer paid. ``inbox`` (emptied first) saves opening a new database
+    for every run of a sweep.
     """
     if not isinstance(retention, int | float) or retention <= 0:
         raise ValueError(f"retention must be a positive number of seconds; got {retention!r}")
@@ -126,20 +149,33 @@ def late_duplicate(retention: float, config: RetentionConfig, *, prune_every: fl
         inbox = DatedInbox()
     inbox.reset()
     events = [(0.0, "first delivery", "charged" if inbox.handle(message_id, amount, 0.0) else "skipped")]
-    replay_at = config.horizon() - replay_early
     # Ticks before the retention has passed find nothing old enough to delete; start at the last of them.
     now = max(prune_every, (retention // prune_every) * prune_every)
-    while now < replay_at:
+    while now < arrive_at:
         if inbox.prune(now, retention):
             events.append((now, "pruning job deletes the ID", f"{inbox.remembered()} IDs left"))
             break  # the inbox is empty now: later runs of the job have nothing to delete
         now += prune_every
-    outcome = "charged again" if inbox.handle(message_id, amount, replay_at) else "caught: skipped"
-    events.append((replay_at, "DLQ replay of a retried copy arrives", outcome))
+    events.append((arrive_at, what, "charged again" if inbox.handle(message_id, amount, arrive_at)
+                   else "caught: skipped"))
     frame = pd.DataFrame(events, columns=["time (s)", "event", "inbox"])
     frame.insert(1, "time", [f"day {t // DAY:.0f}, {t % DAY / HOUR:05.2f} h" for t in frame["time (s)"]])
     frame.attrs["total charged"] = inbox.total_charged()
     return frame
+
+
+def late_duplicate(retention: float, config: RetentionConfig, *, replay_early: float = 5 * 60,
+                   prune_every: float = 15 * 60, inbox: DatedInbox | None = None) -> pd.DataFrame:
+    """Play the worst late copy of ``config`` against an inbox keeping ``retention`` seconds.
+
+    The model's assumptions: m-7f3 is handled at time 0; the producer's retry, sent at
+    the end of its retry horizon, is dead-lettered and redriven at the end of the
+    replay window; the redriven message, new to the queue, waits almost its whole
+    retention (consumers down, or a backlog) and arrives ``replay_early`` seconds
+    (five minutes) before the horizon has passed.
+    """
+    return late_copy(retention, config.horizon() - replay_early, what="the redriven copy of a retry arrives",
+                     prune_every=prune_every, inbox=inbox)
 
 
 def retention_sweep(config: RetentionConfig, offsets_hours: list[float], **kwargs: float) -> pd.DataFrame:
@@ -222,62 +258,60 @@ class _PostgresGrowth:
         self.scratch.drop()
 
 
-# --- A store with a time to live (lesson 06's DynamoDB-style model): expiry is not deletion.
+# --- Exercise 1: which incidents a given retention survives.
 
-def ttl_reads(ttl: float, hours: list[float], markers: int = 50, seed: int = 3,
-              delay: float = 2 * DAY) -> pd.DataFrame:
-    """``markers`` IDs written at time 0 with a time to live of ``ttl`` seconds, read at each of ``hours``.
+@dataclass(frozen=True)
+class Incident:
+    """One way a copy of m-7f3 comes back after the first was handled at time 0 (times in seconds since then).
 
-    ``stored`` is what a plain Scan returns (items not yet deleted, however long
-    expired); ``live`` is what a reader gets when it filters on the expiry attribute
-    (``expires_at > now``), which is what the time to live promised.
+    The copy is the producer's retry, sent at ``sent``. With ``redriven`` it failed,
+    was dead-lettered at once, and the dead-letter queue was redriven at that time;
+    ``consumers_back`` is when consumers read the queue again after an outage (0: no outage).
     """
-    clock = VirtualClock()
-    table = KeyValueTable(clock=clock, seed=seed, deletion_delay_seconds=delay)
-    for n in range(markers):
-        table.put(f"msg#p-{n:02d}", {"message_id": f"p-{n:02d}", "expires_at": ttl})
-    rows = []
-    for hour in hours:
-        clock.advance_to(hour * HOUR)
-        table.reap()
-        live = sum(1 for item in table.items.values() if item["expires_at"] > clock.now())
-        rows.append((hour, len(table.items), live))
-    return pd.DataFrame(rows, columns=["hours after writing", "stored (plain Scan)", "live (filtered on expires_at)"]
-                        ).set_index("hours after writing")
+
+    name: str
+    sent: float
+    redriven: float | None = None
+    consumers_back: float = 0.0
+
+    def arrival(self, queue_retention: float, dlq_retention: float) -> float | None:
+        """When the copy is delivered on an SQS standard queue, or None when it expires undelivered.
+
+        The DLQ's retention counts from the original enqueue; a redriven message is new,
+        so the queue's retention counts again from the redrive.
+        """
+        enqueued = self.sent
+        if self.redriven is not None:
+            if self.redriven >= self.sent + dlq_retention:
+                return None  # deleted from the dead-letter queue before the redrive
+            enqueued = self.redriven
+        delivered = max(enqueued, self.consumers_back)
+        return delivered if delivered < enqueued + queue_retention else None
 
 
-def claim_with_ttl(table: KeyValueTable, message_id: str, ttl: float, *, filter_expired: bool) -> bool:
-    """A conditional put of ``msg#<id>`` with a time to live; True if the ID was claimed (so: do the work).
+def play_incident(incident: Incident, retention: float, queue_retention: float, dlq_retention: float,
+                  inbox: DatedInbox | None = None) -> str:
+    """What an inbox keeping ``retention`` seconds does with the incident's copy: ``caught``, ``charged again``,
+    or ``never arrives`` (it expired on the way)."""
+    arrives = incident.arrival(queue_retention, dlq_retention)
+    if arrives is None:
+        return "never arrives"
+    played = late_copy(retention, arrives, what=f"incident {incident.name}: the copy arrives", inbox=inbox)
+    return "charged again" if played["inbox"].iloc[-1] == "charged again" else "caught"
 
-    Without ``filter_expired`` the condition is ``attribute_not_exists(pk)``: an
-    expired marker the store has not deleted yet still blocks. With it, the
-    condition adds ``OR expires_at <= :now``, so the ID is remembered exactly ``ttl``.
+
+def incident_table(incidents: tuple[Incident, ...], retention: float, prune_every: float = 15 * 60) -> pd.DataFrame:
+    """The incidents' set-up, without their outcomes: when each copy was sent, redriven, and when consumers are back.
+
+    Printed first: the inbox's retention and pruning, and the SQS queue's and dead-letter
+    queue's retention from ``data/facts.csv`` (the default, and the longest a queue allows).
     """
-    key, now = f"msg#{message_id}", table.clock.now()
-    table.reap()
-    existing = table.items.get(key)
-    if existing is not None and (not filter_expired or existing["expires_at"] > now):
-        return False
-    table.items[key] = {"message_id": message_id, "expires_at": now + ttl}
-    return True
-
-
-def ttl_late_duplicates(ttl: float, arrivals_hours: list[float], seed: int = 3) -> pd.DataFrame:
-    """``m-7f3`` handled at time 0 with a marker kept ``ttl`` seconds; one duplicate arrives at each of ``arrivals_hours``.
-
-    Each arrival is played on a fresh store, with and without the filter on the
-    expiry attribute: the column says whether the duplicate was charged again.
-    """
-    rows = []
-    for hour in arrivals_hours:
-        verdicts = []
-        for filtered in (False, True):
-            clock = VirtualClock()
-            table = KeyValueTable(clock=clock, seed=seed)
-            claim_with_ttl(table, "m-7f3", ttl, filter_expired=filtered)
-            clock.advance_to(hour * HOUR)
-            verdicts.append("charged again" if claim_with_ttl(table, "m-7f3", ttl, filter_expired=filtered)
-                            else "caught")
-        rows.append((hour, *verdicts))
-    return pd.DataFrame(rows, columns=["duplicate arrives (h)", "attribute_not_exists(pk)",
-                                       "... OR expires_at <= :now"]).set_index("duplicate arrives (h)")
+    queue, dlq = fact_seconds("sqs_retention_default"), fact_seconds("sqs_retention_max")
+    print(f"inbox keeps IDs {retention / HOUR:g} h, pruned every {prune_every / 60:g} min; the queue keeps messages "
+          f"{queue / DAY:g} days, its dead-letter queue {dlq / DAY:g} days")
+    rows = [(incident.name, round(incident.sent / 60),
+             "" if incident.redriven is None else f"day {incident.redriven / DAY:g}",
+             f"day {incident.consumers_back / DAY:g}" if incident.consumers_back else "no outage")
+            for incident in incidents]
+    return pd.DataFrame(rows, columns=["incident", "retry sent (min)", "dead-letter queue redriven",
+                                       "consumers read again"]).set_index("incident")

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from idemlib.retention_and_ordering.ordered_log import Record
+from idemlib.retention_and_ordering.ordered_log import Appended, Record
 from idemlib.servers import NATS
 
 T = TypeVar("T")
@@ -43,12 +43,14 @@ class JetStreamLog:
     """A real JetStream stream named for this process and run, with subjects ``<stream>.<subject>``.
 
     ``ack_wait`` is short (seconds) so that a record a crashed consumer left unacked
-    comes back quickly. :meth:`close` deletes the stream.
+    comes back quickly. ``duplicate_window`` (seconds) is how long the stream
+    remembers a ``Nats-Msg-Id`` to drop a repeated publish; None keeps the server's
+    default. :meth:`close` deletes the stream.
     """
 
     kind = "real NATS JetStream"
 
-    def __init__(self, url: str | None = None, ack_wait: float = 0.2) -> None:
+    def __init__(self, url: str | None = None, ack_wait: float = 0.2, duplicate_window: float | None = None) -> None:
         import nats
 
         self.name = f"idemlib_l10_{os.getpid()}_{next(_runs)}"
@@ -58,14 +60,30 @@ class JetStreamLog:
         async def connect() -> Any:
             connection = await nats.connect(url or NATS.url(), connect_timeout=3, allow_reconnect=False)
             stream = connection.jetstream()
-            await stream.add_stream(name=self.name, subjects=[f"{self.name}.>"])
+            window = {} if duplicate_window is None else {"duplicate_window": duplicate_window}
+            await stream.add_stream(name=self.name, subjects=[f"{self.name}.>"], **window)
             return connection, stream
 
         self._connection, self._js = self._loop.run(connect())
 
+    def publish(self, subject: str, data: dict[str, Any], msg_id: str | None = None) -> Appended:
+        """Publish a record; with ``msg_id`` as its ``Nats-Msg-Id`` header, which the stream deduplicates on."""
+        headers = {"Nats-Msg-Id": msg_id} if msg_id is not None else None
+        ack = self._loop.run(self._js.publish(f"{self.name}.{subject}", json.dumps(data).encode(), headers=headers))
+        return Appended(int(ack.seq), bool(ack.duplicate))
+
     def append(self, subject: str, data: dict[str, Any]) -> int:
-        ack = self._loop.run(self._js.publish(f"{self.name}.{subject}", json.dumps(data).encode()))
-        return int(ack.seq)
+        return self.publish(subject, data).seq
+
+    def duplicate_window(self) -> float:
+        """The stream's duplicate window in seconds, as the server holds it (its default unless one was given)."""
+        info = self._loop.run(self._js.stream_info(self.name))
+        return float(info.config.duplicate_window)
+
+    def max_ack_pending(self, consumer: str) -> int:
+        """The ``max_ack_pending`` the server holds for ``consumer``: how many records it may have out unacked."""
+        info = self._loop.run(self._js.consumer_info(self.name, consumer))
+        return int(info.config.max_ack_pending)
 
     def subscribe(self, consumer: str, subject: str | None = None, max_in_flight: int = 1) -> _JetStreamSubscription:
         from nats.js.api import AckPolicy, ConsumerConfig

@@ -40,14 +40,16 @@ class Projection:
 
     ``totals`` is the output (dollars paid per order: an increment, which is not safe
     to repeat); ``applications`` logs every time a record's effect was committed, so a
-    test can count them; ``offsets`` holds the last sequence applied per partition (``part``).
+    test can count them; ``offsets`` holds the last sequence applied per partition (``part``);
+    ``processed_messages`` holds the message IDs applied, for a consumer that also checks IDs.
     """
 
     def __init__(self) -> None:
         self.db = duckdb.connect(":memory:", config={"threads": 1})
         self.db.execute("CREATE TABLE totals (order_id INTEGER PRIMARY KEY, paid INTEGER NOT NULL)")
-        self.db.execute("CREATE TABLE applications (seq BIGINT, subject VARCHAR)")
+        self.db.execute("CREATE TABLE applications (seq BIGINT, subject VARCHAR, message_id VARCHAR)")
         self.db.execute("CREATE TABLE offsets (part VARCHAR PRIMARY KEY, last_seq BIGINT NOT NULL)")
+        self.db.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
         self.session = self.db.cursor()
 
     def restart(self) -> None:
@@ -61,6 +63,11 @@ class Projection:
     def applied_per_record(self, sequences: list[int]) -> pd.Series:
         counts = self.db.execute("SELECT seq, count(*) FROM applications GROUP BY seq").fetchall()
         return pd.Series(dict(counts), dtype=int).reindex(sequences, fill_value=0).rename("times applied")
+
+    def times_applied(self, message_id: str) -> int:
+        """How many times the effect of message ``message_id`` was committed, whatever records carried it."""
+        count = self.db.execute("SELECT count(*) FROM applications WHERE message_id = ?", [message_id]).fetchone()
+        return int(count[0])
 
     def totals(self) -> dict[int, int]:
         return dict(self.db.execute("SELECT order_id, paid FROM totals ORDER BY order_id").fetchall())
@@ -79,7 +86,7 @@ class CrashAt:
 
 
 def consume(log: OrderedLog, projection: Projection, consumer: str = "payments", *, subject: str | None = None,
-            part: str | None = None, use_offset: bool = True, crash: CrashAt | None = None,
+            part: str | None = None, use_offset: bool = True, use_ids: bool = False, crash: CrashAt | None = None,
             max_in_flight: int = 1, max_restarts: int = 5) -> int:
     """Run the offset consumer until its subscription has every record acked; returns how many times it crashed.
 
@@ -87,6 +94,9 @@ def consume(log: OrderedLog, projection: Projection, consumer: str = "payments",
     row (by default the ``subject``, or ``all`` for the whole stream): two consumers
     given the same ``part`` share one stored position.
     With ``use_offset=False`` it applies every delivery: the consumer with no memory.
+    With ``use_ids`` it also records each message's ID in the same transaction and
+    skips the effect of a message whose ID it has applied before, whatever its sequence.
+    ``max_in_flight`` is the durable consumer's ``max_ack_pending``.
     """
     part = part or subject or "all"
     crashes = 0
@@ -105,7 +115,7 @@ def consume(log: OrderedLog, projection: Projection, consumer: str = "payments",
                         record = subscription.fetch()
                         if record is None:
                             break
-                    elif not apply_step(step, record, projection, part, use_offset):
+                    elif not apply_step(step, record, projection, part, use_offset, use_ids):
                         break
                 previous = record.seq if record is not None else previous
             return crashes
@@ -122,7 +132,8 @@ class _Crash(Exception):
     """The consumer's process dies here."""
 
 
-def apply_step(step: str, record: Record, projection: Projection, part: str, use_offset: bool) -> bool:
+def apply_step(step: str, record: Record, projection: Projection, part: str, use_offset: bool,
+               use_ids: bool = False) -> bool:
     """Do one step for ``record``; False when the record is finished early (skipped as applied before)."""
     session = projection.session
     if step == "begin":
@@ -134,9 +145,13 @@ def apply_step(step: str, record: Record, projection: Projection, part: str, use
             record.ack()  # at or below the stored position: applied before, skip it
             return False
     elif step == "apply":
+        message_id = record.data.get("message_id")
+        if use_ids and not session.execute("INSERT INTO processed_messages VALUES (?) ON CONFLICT DO NOTHING "
+                                           "RETURNING 1", [message_id]).fetchall():
+            return True  # a second record of a message applied before: no effect, but still move the offset past it
         session.execute("INSERT INTO totals VALUES (?, ?) ON CONFLICT (order_id) DO UPDATE SET paid = totals.paid + "
                         "excluded.paid", [record.data["order_id"], record.data["amount"]])
-        session.execute("INSERT INTO applications VALUES (?, ?)", [record.seq, record.subject])
+        session.execute("INSERT INTO applications VALUES (?, ?, ?)", [record.seq, record.subject, message_id])
     elif step == "store offset":
         session.execute("INSERT INTO offsets VALUES (?, ?) ON CONFLICT (part) DO UPDATE SET last_seq = excluded.last_seq",
                         [part, record.seq])
@@ -159,7 +174,7 @@ def offset_crash_matrix(make_log: Callable[[], OrderedLog], *, crash_seq: int = 
     log, and count each record's effects.
 
     One row per crash point: the crashes, how many records were applied once, twice
-    or never, and the totals per order.
+    or never, the totals per order, and the consumer's ``max_ack_pending`` as the log holds it.
     """
     rows = []
     for step in steps:
@@ -171,11 +186,12 @@ def offset_crash_matrix(make_log: Callable[[], OrderedLog], *, crash_seq: int = 
                               use_offset=use_offset, max_in_flight=max_in_flight)
             applied = projection.applied_per_record(sequences)
             rows.append(("no crash" if step is None else f"crash before {step}", crashes, int((applied == 1).sum()),
-                         int((applied >= 2).sum()), int((applied == 0).sum()), projection.totals()))
+                         int((applied >= 2).sum()), int((applied == 0).sum()), projection.totals(),
+                         log.max_ack_pending("payments")))
         finally:
             log.close()
     return pd.DataFrame(rows, columns=["fault", "crashes", "applied once", "applied twice", "never applied",
-                                       "paid per order"])
+                                       "paid per order", "max_ack_pending (server)"])
 
 
 def shared_offset_run(make_log: Callable[[], OrderedLog], *, shared: bool) -> pd.DataFrame:
@@ -222,3 +238,11 @@ def rebuild_projection(make_log: Callable[[], OrderedLog], events: tuple[tuple[s
     frame.index.name = "order"
     frame.attrs["crashes during rebuild"] = crashes
     return frame
+
+
+def fold_outcomes(matrix: pd.DataFrame) -> pd.DataFrame:
+    """The crash matrix with the crash points that end alike folded into one row, named in its first column."""
+    outcome = ["applied once", "applied twice", "never applied", "paid per order", "max_ack_pending (server)"]
+    keyed = matrix.assign(**{"paid per order": matrix["paid per order"].map(str)})
+    folded = keyed.groupby(outcome, sort=False)["fault"].agg(", ".join).rename("faults that end this way")
+    return folded.reset_index().set_index("faults that end this way")

@@ -6,9 +6,12 @@ Two implementations share this shape: :class:`MemoryLog`, an in-process model, a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from idemlib.facts import fact_seconds
 
 
 @dataclass
@@ -19,6 +22,18 @@ class Record:
     subject: str
     data: dict[str, Any]
     ack: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Appended:
+    """The log's answer to one publish: the record's stream sequence, and whether the log dropped it as a duplicate.
+
+    A dropped duplicate carries the sequence of the record it repeats (JetStream's
+    publish acknowledgement does the same).
+    """
+
+    seq: int
+    duplicate: bool
 
 
 class Subscription(Protocol):
@@ -32,8 +47,11 @@ class OrderedLog(Protocol):
 
     kind: str
 
+    def publish(self, subject: str, data: dict[str, Any], msg_id: str | None = None) -> Appended: ...
     def append(self, subject: str, data: dict[str, Any]) -> int: ...
     def subscribe(self, consumer: str, subject: str | None = None, max_in_flight: int = 1) -> Subscription: ...
+    def duplicate_window(self) -> float: ...
+    def max_ack_pending(self, consumer: str) -> int: ...
     def close(self) -> None: ...
 
 
@@ -51,24 +69,48 @@ class MemoryLog:
     Assumptions of the model: a record delivered but never acked comes back to the
     next subscription (a restarted process) once its ack wait has passed, which is
     after any record that may be sent meanwhile: at most ``max_in_flight`` records are
-    out unacked at a time, so with one in flight nothing overtakes it.
+    out unacked at a time, so with one in flight nothing overtakes it. A publish that
+    carries a message ID already published within ``duplicate_window`` seconds (wall
+    clock, JetStream's default window unless given) is dropped, as JetStream drops a
+    repeated ``Nats-Msg-Id``.
     """
 
     kind = "in-process model of an ordered log"
 
-    def __init__(self, ack_wait: float = 0.0) -> None:
+    def __init__(self, ack_wait: float = 0.0, duplicate_window: float | None = None) -> None:
         # ``ack_wait`` is accepted so both logs are made alike; the model's redelivery order does not depend on it.
         self.ack_wait = ack_wait
+        self._duplicate_window = (fact_seconds("nats_duplicate_window_default") if duplicate_window is None
+                                  else duplicate_window)
         self.records: list[tuple[int, str, dict[str, Any]]] = []
         self.consumers: dict[str, _ModelConsumer] = {}
+        self._published_ids: dict[str, tuple[int, float]] = {}  # message ID -> (sequence, when)
+
+    def publish(self, subject: str, data: dict[str, Any], msg_id: str | None = None) -> Appended:
+        """Append a record, unless ``msg_id`` was published less than the duplicate window ago."""
+        now = time.monotonic()
+        seen = self._published_ids.get(msg_id) if msg_id is not None else None
+        if seen is not None and now - seen[1] < self._duplicate_window:
+            return Appended(seen[0], True)
+        self.records.append((len(self.records) + 1, subject, dict(data)))
+        if msg_id is not None:
+            self._published_ids[msg_id] = (len(self.records), now)
+        return Appended(len(self.records), False)
 
     def append(self, subject: str, data: dict[str, Any]) -> int:
-        self.records.append((len(self.records) + 1, subject, dict(data)))
-        return len(self.records)
+        return self.publish(subject, data).seq
 
     def subscribe(self, consumer: str, subject: str | None = None, max_in_flight: int = 1) -> _ModelSubscription:
         state = self.consumers.setdefault(consumer, _ModelConsumer(subject, max_in_flight))
         return _ModelSubscription(self, state)
+
+    def duplicate_window(self) -> float:
+        """Seconds within which a repeated message ID is dropped."""
+        return self._duplicate_window
+
+    def max_ack_pending(self, consumer: str) -> int:
+        """How many records ``consumer`` may have out unacked (JetStream's ``max_ack_pending``)."""
+        return self.consumers[consumer].max_in_flight
 
     def close(self) -> None:
         self.records.clear()

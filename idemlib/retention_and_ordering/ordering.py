@@ -11,6 +11,7 @@ against every order in which a small set of messages (with duplicates) can arriv
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -82,7 +83,7 @@ class OrderTable:
     def reset(self) -> None:
         self.db.execute("DELETE FROM orders")
         self.db.execute("DELETE FROM processed_messages")
-        self.db.executemany("INSERT INTO orders VALUES (?, 'NEW', 0)", [[order_id] for order_id in ORDER_IDS])
+        self.db.execute("INSERT INTO orders SELECT unnest(?), 'NEW', 0", [list(ORDER_IDS)])
 
     def apply(self, writer: Writer, change: StatusChange) -> None:
         """Apply one delivery of ``change`` in one transaction: the inbox insert (if any) and the writer's statement."""
@@ -115,18 +116,38 @@ def arrival_orders(history: Iterable[StatusChange] = HISTORY, duplicated: Iterab
     return sorted(set(itertools.permutations(deliveries)), key=lambda order: [m.version for m in order])
 
 
+def interleaved_orders(first: list[tuple[StatusChange, ...]], second: list[tuple[StatusChange, ...]],
+                       per_order: int = 2, seed: int = 10) -> list[tuple[StatusChange, ...]]:
+    """Arrival orders carrying two orders' messages in one run: each of ``first`` merged with ``per_order`` of
+    ``second`` at seeded random places, plus the first of each entirely before and entirely after the other."""
+    rng = random.Random(seed)
+    merged = [first[0] + second[0], second[0] + first[0]]
+    for mine in first:
+        for _ in range(per_order):
+            theirs = rng.choice(second)
+            slots = set(rng.sample(range(len(mine) + len(theirs)), len(theirs)))
+            mine_left, theirs_left = iter(mine), iter(theirs)
+            merged.append(tuple(next(theirs_left) if i in slots else next(mine_left)
+                                for i in range(len(mine) + len(theirs))))
+    return merged
+
+
 def label(order: tuple[StatusChange, ...]) -> str:
-    """An arrival order written with each message's status, e.g. ``PAID → REFUNDED → PAID``."""
-    return " → ".join(change.status for change in order)
+    """An arrival order written with each message's status, e.g. ``PAID → REFUNDED → PAID`` (with the order's
+    number before each status when the run carries several orders)."""
+    several = len({change.order_id for change in order}) > 1
+    return " → ".join(f"{change.order_id} {change.status}" if several else change.status for change in order)
 
 
 def explore_orderings(writers: Iterable[Writer] = WRITERS, orders: list[tuple[StatusChange, ...]] | None = None
                       ) -> pd.DataFrame:
     """Run every arrival order through every writer; one row per (writer, arrival order) with the final state.
 
-    Each arrival order carries the messages of one order. The right final state is
-    the newest message's status, with every other order's row left as it was
-    (``NEW``, version 0): a statement that forgets its ``WHERE order_id`` changes them.
+    An arrival order may carry one order's messages or several orders' interleaved. The
+    right final state is, for each order with messages, its newest message's status, and
+    for every other order its row as it was (``NEW``, version 0): a statement that
+    forgets its ``WHERE order_id`` changes them. ``order`` names the first order that
+    ended wrong (else the newest message's order), with its final status and version.
     """
     orders = arrival_orders() if orders is None else orders
     table = OrderTable()
@@ -136,13 +157,18 @@ def explore_orderings(writers: Iterable[Writer] = WRITERS, orders: list[tuple[St
             table.reset()
             for change in order:
                 table.apply(writer, change)
-            newest = max(order, key=lambda change: change.version)
-            status, version = table.state(newest.order_id)
-            others = all(table.state(other) == ("NEW", 0) for other in ORDER_IDS if other != newest.order_id)
-            rows.append((writer.name, newest.order_id, label(order), status, version, others,
-                         status == newest.status and others))
-    return pd.DataFrame(rows, columns=["writer", "order", "arrival order", "final status", "final version",
-                                       "other order untouched", "right"])
+            newest: dict[int, StatusChange] = {}
+            for change in order:
+                if change.order_id not in newest or change.version > newest[change.order_id].version:
+                    newest[change.order_id] = change
+            others = all(table.state(other) == ("NEW", 0) for other in ORDER_IDS if other not in newest)
+            wrong = [order_id for order_id, change in newest.items() if table.state(order_id)[0] != change.status]
+            judged = wrong[0] if wrong else max(order, key=lambda change: change.version).order_id
+            status, version = table.state(judged)
+            rows.append((writer.name, judged, len(newest), label(order), status, version, others,
+                         not wrong and others))
+    return pd.DataFrame(rows, columns=["writer", "order", "orders in the run", "arrival order", "final status",
+                                       "final version", "other order untouched", "right"])
 
 
 def ordering_counts(explored: pd.DataFrame) -> pd.DataFrame:

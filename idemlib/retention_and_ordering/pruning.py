@@ -68,6 +68,23 @@ PARTITIONED_TABLE = """CREATE TABLE inbox_daily (
     PRIMARY KEY (message_id, sent_on)) PARTITION BY RANGE (sent_on)"""
 BATCHED_DELETE = ("DELETE FROM inbox_plain WHERE message_id IN "
                   "(SELECT message_id FROM inbox_plain WHERE sent_on < %s LIMIT %s)")
+# PostgreSQL has no DROP PARTITION statement: a partition is a table of its own. Dropping it
+# takes an ACCESS EXCLUSIVE lock on the parent table; detaching it CONCURRENTLY first takes
+# only SHARE UPDATE EXCLUSIVE on the parent, and the DROP TABLE then locks the detached table alone.
+DROP_PARTITION = "DROP TABLE {partition}"
+DETACH_CONCURRENTLY = "ALTER TABLE inbox_daily DETACH PARTITION {partition} CONCURRENTLY"
+
+
+def pruning_statements(day: int = 0) -> pd.DataFrame:
+    """The SQL each way of pruning runs, for ``day``'s IDs."""
+    partition = partition_name(day)
+    return pd.DataFrame({"statements it runs": {
+        "batched DELETE": BATCHED_DELETE.replace("%s", "<cutoff>", 1).replace("%s", "<batch>") + ", repeated until "
+                          "it deletes nothing, one transaction each",
+        "drop the day's partition": DROP_PARTITION.format(partition=partition),
+        "detach it concurrently, then drop it": (f"{DETACH_CONCURRENTLY.format(partition=partition)}; "
+                                                 f"{DROP_PARTITION.format(partition=partition)}"),
+    }})
 
 
 def partition_name(day: int) -> str:
@@ -130,7 +147,7 @@ class PruningBench:
     def prune_partition(self) -> int:
         """Drop the oldest day's partition of the partitioned table; returns the rows it held."""
         rows = self.count(partition_name(0))
-        self.connection.execute(f"DROP TABLE {partition_name(0)}")
+        self.connection.execute(DROP_PARTITION.format(partition=partition_name(0)))
         return rows
 
     def insert_latencies(self, table: str, during: Callable[[], object], settle: float = 0.1) -> pd.DataFrame:
@@ -174,6 +191,31 @@ class PruningBench:
         With ``lock_timeout_ms`` the drop gives up when it cannot have its lock in time;
         returns whether the partition was dropped.
         """
+        threading.Timer(reader_seconds, self._open_report()[1]).start()
+        timeout = f"{lock_timeout_ms}ms" if lock_timeout_ms is not None else "0"  # 0: wait as long as it takes
+        self.connection.execute(f"SET lock_timeout = '{timeout}'")
+        try:
+            self.connection.execute(DROP_PARTITION.format(partition=partition_name(day)))
+            return True
+        except psycopg.errors.LockNotAvailable:
+            return False
+        finally:
+            self.connection.execute("RESET lock_timeout")
+
+    def detach_behind_reader(self, day: int, reader_seconds: float) -> bool:
+        """Detach ``day``'s partition CONCURRENTLY, then drop it, while a report holds a read transaction open.
+
+        The detach waits for the report to finish, holding only SHARE UPDATE EXCLUSIVE on
+        the parent table, which inserts do not conflict with.
+        """
+        threading.Timer(reader_seconds, self._open_report()[1]).start()
+        partition = partition_name(day)
+        self.connection.execute(DETACH_CONCURRENTLY.format(partition=partition))  # autocommit: no transaction block
+        self.connection.execute(DROP_PARTITION.format(partition=partition))
+        return True
+
+    def _open_report(self) -> tuple[int, Callable[[], None]]:
+        """Open a report's read transaction on the partitioned table; returns its server process ID and what ends it."""
         reader = self.schema.connect()
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM inbox_daily")  # holds a lock on every partition until it ends
@@ -182,16 +224,68 @@ class PruningBench:
             reader.execute("COMMIT")
             reader.close()
 
-        threading.Timer(reader_seconds, report_finishes).start()
-        timeout = f"{lock_timeout_ms}ms" if lock_timeout_ms is not None else "0"  # 0: wait as long as it takes
-        self.connection.execute(f"SET lock_timeout = '{timeout}'")
+        return reader.info.backend_pid, report_finishes
+
+    def locks_while_drop_waits(self, day: int) -> pd.DataFrame:
+        """``pg_locks`` while ``DROP TABLE`` of ``day``'s partition waits behind a report and a consumer's insert
+        into today's partition waits behind the drop: who holds or waits for which lock on which table."""
+        report_pid, finish_report = self._open_report()
+        sessions = {"pruning job": self.schema.connect(), "consumer": self.schema.connect()}
+        statements = {"report": "BEGIN; SELECT count(*) FROM inbox_daily (still open)",
+                      "pruning job": DROP_PARTITION.format(partition=partition_name(day)),
+                      "consumer": f"INSERT INTO inbox_daily VALUES ('new-locks', '{_date(self.days)})"}
+        waiting: list[threading.Thread] = []
+        observer = self.connection
+        pids = {"report": report_pid} | {name: session.info.backend_pid for name, session in sessions.items()}
         try:
-            self.connection.execute(f"DROP TABLE {partition_name(day)}")
-            return True
-        except psycopg.errors.LockNotAvailable:
-            return False
+            for name in ("pruning job", "consumer"):  # the drop queues first, then the insert behind it
+                waiting.append(threading.Thread(target=sessions[name].execute, args=(statements[name],)))
+                waiting[-1].start()
+                self._wait_until_blocked(pids[name])
+            rows = observer.execute(
+                "SELECT pid, relation::regclass::text, mode, granted FROM pg_locks "
+                "WHERE locktype = 'relation' AND pid = ANY(%s) AND relation::regclass::text = ANY(%s)",
+                (list(pids.values()), ["inbox_daily", partition_name(day), partition_name(self.days)])).fetchall()
         finally:
-            self.connection.execute("RESET lock_timeout")
+            finish_report()
+            for thread in waiting:
+                thread.join()
+            for session in sessions.values():
+                session.close()
+        who = {pid: (rank, f"{name}: {statements[name]}") for rank, (name, pid) in enumerate(pids.items())}
+        frame = pd.DataFrame(sorted((*who[pid], table, mode, "held" if granted else "waiting")
+                                    for pid, table, mode, granted in rows),
+                             columns=["rank", "session", "table", "lock mode", "held or waiting"])
+        return frame.drop(columns="rank")
+
+    def _wait_until_blocked(self, pid: int, timeout: float = 10.0) -> None:
+        """Return once backend ``pid`` waits for a lock (a condition, not a sleep: the outcome must not depend on
+        how busy the machine is)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.connection.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted",
+                                       (pid,)).fetchone()[0]:
+                return
+            time.sleep(0.01)
+        raise TimeoutError(f"backend {pid} never waited for a lock")
+
+    def detach_concurrently_limits(self, day: int) -> pd.DataFrame:
+        """Try ``DETACH PARTITION ... CONCURRENTLY`` where PostgreSQL refuses it; the error each attempt gets."""
+        detach = DETACH_CONCURRENTLY.format(partition=partition_name(day))
+        attempts = {}
+        try:
+            with self.connection.transaction():
+                self.connection.execute(detach)
+        except psycopg.Error as error:
+            attempts["inside a transaction block (BEGIN; ...)"] = (type(error).__name__, str(error).splitlines()[0])
+        self.connection.execute("CREATE TABLE inbox_daily_default PARTITION OF inbox_daily DEFAULT")
+        try:
+            self.connection.execute(detach)
+        except psycopg.Error as error:
+            attempts["on a table with a DEFAULT partition"] = (type(error).__name__, str(error).splitlines()[0])
+        finally:
+            self.connection.execute("DROP TABLE inbox_daily_default")
+        return pd.DataFrame.from_dict(attempts, orient="index", columns=["error", "PostgreSQL says"])
 
     def close(self) -> None:
         self.connection.close()
@@ -200,25 +294,31 @@ class PruningBench:
 
 def measure_pruning(days: int = 4, rows_per_day: int = 10_000, batch: int = 1_000, reader_seconds: float = 0.4,
                     lock_timeout_ms: int = 100, url: str | None = None) -> dict[str, pd.DataFrame]:
-    """Prune one day of IDs four ways on real PostgreSQL, with a consumer inserting all along.
+    """Prune one day of IDs five ways on real PostgreSQL, with a consumer inserting all along.
 
     ``batched DELETE``: the plain table, ``batch`` rows per transaction.
-    ``DROP PARTITION``: the partitioned table's oldest day.
-    ``DROP PARTITION behind a reader``: the same, while a report holds a transaction
-    open on the table for ``reader_seconds``: the drop waits for its exclusive lock,
-    and every insert queues behind the waiting drop.
+    ``DROP TABLE (partition)``: the partitioned table's oldest day.
+    ``... behind a report``: the same, while a report holds a transaction open on the
+    table for ``reader_seconds``: the drop waits for its ACCESS EXCLUSIVE lock on the
+    parent table, and every insert queues behind the waiting drop.
     ``... with lock_timeout``: the same with ``lock_timeout`` set on the drop, which
     gives up instead of waiting (to be retried later).
+    ``DETACH ... CONCURRENTLY, then DROP TABLE, behind a report``: the detach waits for
+    the report without blocking inserts.
     Returns each method's insert-latency table (see :meth:`PruningBench.insert_latencies`);
     its ``outcome`` says whether the day was pruned.
     """
+    if days < 4:
+        raise ValueError(f"the five runs prune four different days and keep today's; got days={days}")
     bench = PruningBench(days, rows_per_day, batch, url)
     runs: dict[str, tuple[str, Callable[[], object]]] = {
         "batched DELETE": ("inbox_plain", bench.prune_batched),
-        "DROP PARTITION": ("inbox_daily", bench.prune_partition),
-        "DROP PARTITION behind a reader": ("inbox_daily", lambda: bench.drop_behind_reader(1, reader_seconds)),
+        "DROP TABLE (partition)": ("inbox_daily", bench.prune_partition),
+        "DROP TABLE (partition) behind a report": ("inbox_daily", lambda: bench.drop_behind_reader(1, reader_seconds)),
         f"... with lock_timeout {lock_timeout_ms} ms": (
             "inbox_daily", lambda: bench.drop_behind_reader(2, reader_seconds, lock_timeout_ms)),
+        "DETACH ... CONCURRENTLY, then DROP TABLE, behind a report": (
+            "inbox_daily", lambda: bench.detach_behind_reader(3, reader_seconds)),
     }
     results = {}
     try:
@@ -248,6 +348,16 @@ def pruning_summary(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "outcome", "rows pruned", "pruning took (ms)", "inserts meanwhile",
                                        "insert median, normal (ms)", "insert median, while pruning (ms)",
                                        "longest insert (ms)"]).set_index("method")
+
+
+def partition_locks(url: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """On a small partitioned inbox: ``pg_locks`` while a partition's drop waits behind a report, and what
+    ``DETACH PARTITION ... CONCURRENTLY`` is refused."""
+    bench = PruningBench(days=2, rows_per_day=10, url=url)
+    try:
+        return bench.locks_while_drop_waits(0), bench.detach_concurrently_limits(1)
+    finally:
+        bench.close()
 
 
 def duckdb_delete_behaviour(rows: int = 200_000) -> pd.DataFrame:

@@ -8,6 +8,7 @@ together: that is the lesson.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 import redis
@@ -17,7 +18,8 @@ from idemlib.servers import REDIS
 
 
 class Cache(Protocol):
-    def set(self, name: str, value: Any, *, nx: bool = False, ex: int | None = None) -> bool | None: ...
+    def set(self, name: str, value: Any, *, nx: bool = False, ex: int | None = None,
+            px: int | None = None) -> bool | None: ...
     def get(self, name: str) -> Any: ...
 
 
@@ -47,11 +49,17 @@ class MemoryCache:
         self.clock = clock or VirtualClock()
         self._values: dict[str, tuple[Any, float | None]] = {}
 
-    def set(self, name: str, value: Any, *, nx: bool = False, ex: int | None = None) -> bool | None:
-        """Store ``value``; with ``nx`` only if ``name`` is absent (None when it is there, as Redis answers)."""
+    def set(self, name: str, value: Any, *, nx: bool = False, ex: int | None = None,
+            px: int | None = None) -> bool | None:
+        """Store ``value`` for ``ex`` seconds or ``px`` milliseconds; with ``nx`` only if ``name`` is absent.
+
+        Like Redis, it answers None when ``nx`` finds the name there, and a name whose
+        time to live has passed is absent at once.
+        """
         if nx and self.get(name) is not None:
             return None
-        self._values[name] = (value, None if ex is None else self.clock.now() + ex)
+        ttl = ex if px is None else px / 1000
+        self._values[name] = (value, None if ttl is None else self.clock.now() + ttl)
         return True
 
     def get(self, name: str) -> Any:
@@ -60,3 +68,11 @@ class MemoryCache:
             del self._values[name]
             return None
         return value
+
+
+def let_pass(cache: Cache, seconds: float) -> None:
+    """Let ``seconds`` go by for ``cache``: real time for a Redis server (this sleeps), the model's own clock otherwise."""
+    if isinstance(cache, MemoryCache):
+        cache.clock.advance(seconds)
+    else:
+        time.sleep(seconds)

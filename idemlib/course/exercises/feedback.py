@@ -2,8 +2,9 @@
 
 Besides text and HTML for the reader, a verdict is displayed as a small JSON
 document of its own MIME type (:data:`VERDICT_MIME`) naming the exercise and the
-verdict, which is what ``idemlib.course.grade`` reads back out of executed submissions:
-no grading depends on the wording of a message.
+verdict, for tools that read executed notebooks. Grading believes no displayed
+verdict: ``idemlib.course.referee`` calls each check again itself and reads the
+``Feedback`` it returns, and no grading depends on the wording of a message.
 """
 
 from __future__ import annotations

@@ -8,22 +8,32 @@ import numpy as np
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import RUNNING_EXAMPLE
-from idemlib.idempotence import STATEMENTS, is_idempotent
-from idemlib.messages import Message
+from idemlib.idempotence import INSERTS, STATEMENTS, is_idempotent
+from idemlib.messages import BadMessage, Message, parse_charge
 
-__all__ = ["check_running_example", "check_idempotent_statements"]
+__all__ = ["check_running_example", "check_idempotent_inserts", "check_idempotent_statements"]
 
 
 @exercise
 def check_running_example(message: Any) -> Feedback:
-    """Lesson 00: the running example as a :class:`~idemlib.messages.Message`."""
+    """The running example as a :class:`~idemlib.messages.Message` that the course's consumer reads as m-7f3.
+
+    The course's own parser decides: a message it refuses (an amount of 40.0, a
+    ``Decimal``, an order number as text) would be dead-lettered with $0 charged,
+    however much it looks like the story.
+    """
     if (missing := blank(message, "a Message built with Message.charge(...)")) is not None:
         return missing
     if not isinstance(message, Message):
         return hint(f"That is a {type(message).__name__}; build a Message with Message.charge(message_id, order_id, amount).")
     if message.message_id != RUNNING_EXAMPLE.message_id:
         return hint(f"The ID is {message.message_id!r}. Look again at the story: which ID does the message carry?")
-    if message != RUNNING_EXAMPLE:
+    try:
+        charge = parse_charge(message)
+    except BadMessage as refused:
+        return hint(f"The consumer would refuse this message and send it to the dead-letter queue, charging $0: "
+                    f"{str(refused).split(': ', 1)[-1]}")
+    if charge != parse_charge(RUNNING_EXAMPLE):
         return hint("The ID is right; check the order number and the amount against the story.")
     return right("that is m-7f3, the message the whole course follows.")
 
@@ -37,20 +47,61 @@ def _yes_or_no(value: Any) -> bool | None:
     return None
 
 
+def _read_verdicts(answer: Any, names: dict[str, str]) -> dict[str, bool] | Feedback:
+    """The answer as {name: idempotent?}, or the hint that says what shape it should have."""
+    if not isinstance(answer, dict) or set(answer) != set(names):
+        return hint(f"Answer with a dict whose keys are exactly {list(names)}, each mapped to True or False.")
+    given = {name: _yes_or_no(value) for name, value in answer.items()}
+    if any(value is None for value in given.values()):
+        return hint("Give each statement True (idempotent) or False (not idempotent).")
+    return {name: bool(value) for name, value in given.items()}
+
+
+@exercise
+def check_idempotent_inserts(answer: Any) -> Feedback:
+    """Lesson 00, exercise 1: for each of :data:`~idemlib.idempotence.INSERTS`, is it idempotent?
+
+    Their repeats answer differently from their first runs (zero rows, an error, one
+    row changed), so only the definition tells them apart: the check runs each once and
+    three times on fresh DuckDB databases and compares the rows left.
+    """
+    if (missing := blank(answer, f"a dict with a True or False for each of {list(INSERTS)}")) is not None:
+        return missing
+    given = _read_verdicts(answer, INSERTS)
+    if isinstance(given, Feedback):
+        return given
+    truth = {name: is_idempotent(sql) for name, sql in INSERTS.items()}
+    wrong = [name for name in INSERTS if given[name] != truth[name]]
+    if not wrong:
+        return right("the definition compares the data, not the answer. A repeat that writes zero rows, or one "
+                     "refused with a duplicate-key error, leaves the rows as one run did; ON CONFLICT ... DO UPDATE "
+                     "that adds to the amount is an upsert, and still charges again. Lesson 02 shows why a handler "
+                     "prefers zero rows to the error: on DuckDB and PostgreSQL the error takes the handler's whole "
+                     "transaction down with it.")
+    if len(wrong) > 1:
+        return hint(f"{len(wrong)} of {len(INSERTS)} are not right yet. For each, ask only: after the third run, is "
+                    "any row different from after the first? `repeat_answers(...)` shows what a repeat says, "
+                    "`state(...)` what it leaves (both in idemlib.idempotence).")
+    changed_rows = not truth[wrong[0]]
+    if changed_rows:
+        return hint("One statement you called idempotent changes a row again on every repeat. A keyword "
+                    "(ON CONFLICT, upsert) does not decide it: run each three times and read the rows.")
+    return hint("One statement you called not idempotent answers its repeat differently from its first run. "
+                "What does the definition compare, the answer a statement gives or the rows it leaves?")
+
+
 @exercise
 def check_idempotent_statements(answer: Any) -> Feedback:
-    """Lesson 00: for each statement of :data:`~idemlib.idempotence.STATEMENTS`, is it idempotent?
+    """Lesson 00, exercise 2: for each statement of :data:`~idemlib.idempotence.STATEMENTS`, is it idempotent?
 
     The check runs every statement once and three times on a fresh DuckDB database
     and compares the two states, so it never relies on a stored answer.
     """
     if (missing := blank(answer, f"a dict with a True or False for each of {list(STATEMENTS)}")) is not None:
         return missing
-    if not isinstance(answer, dict) or set(answer) != set(STATEMENTS):
-        return hint(f"Answer with a dict whose keys are exactly {list(STATEMENTS)}, each mapped to True or False.")
-    given = {name: _yes_or_no(value) for name, value in answer.items()}
-    if any(value is None for value in given.values()):
-        return hint("Give each statement True (idempotent) or False (not idempotent).")
+    given = _read_verdicts(answer, STATEMENTS)
+    if isinstance(given, Feedback):
+        return given
     truth = {name: is_idempotent(sql) for name, sql in STATEMENTS.items()}
     wrong = sum(given[name] != truth[name] for name in STATEMENTS)
     if wrong == 0:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+import numpy as np
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.explore import RUNNING_EXAMPLE
@@ -14,6 +17,24 @@ from idemlib.sim import simulate
 __all__ = ["check_triple_charge", "check_overcharge"]
 
 
+def _delivery_number(value: Any) -> Any:
+    """2, numpy's 2 (what a pandas column gives) and "2" all name the second delivery; anything else stays as it is."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
+def _with_whole_deliveries(plan: FaultPlan) -> FaultPlan:
+    """``plan`` with every named fault's delivery read as a plain int, so 2, np.int64(2) and "2" mean the same."""
+    def fixed(faults: Any) -> Any:
+        return [dataclasses.replace(fault, delivery=_delivery_number(fault.delivery))
+                if dataclasses.is_dataclass(fault) and hasattr(fault, "delivery") else fault for fault in faults]
+
+    return dataclasses.replace(plan, crashes=fixed(plan.crashes), lost_acks=fixed(plan.lost_acks))
+
+
 @exercise
 def check_triple_charge(plan: Any) -> Feedback:
     """Lesson 01: a fault plan under which the naive consumer charges m-7f3 three times ($120)."""
@@ -21,7 +42,7 @@ def check_triple_charge(plan: Any) -> Feedback:
         return missing
     if not isinstance(plan, FaultPlan):
         return hint(f"That is a {type(plan).__name__}; the answer is a FaultPlan(...).")
-    result = simulate(NaiveHandler(), [RUNNING_EXAMPLE], faults=plan)
+    result = simulate(NaiveHandler(), [RUNNING_EXAMPLE], faults=_with_whole_deliveries(plan))
     charged, target = result.total_charged, 3 * RUNNING_EXAMPLE.body["amount"]
     if charged == target:
         return right(f"the naive consumer charged ${charged}: every delivery whose ack went missing was charged again.")
@@ -35,8 +56,8 @@ def check_triple_charge(plan: Any) -> Feedback:
 
 
 def _dollars(answer: Any) -> float | None:
-    """120, 120.0, numpy's 120, "120" and "$1,120" all read as dollars; anything else is None."""
-    if isinstance(answer, bool):
+    """120, 120.0, numpy's 120 (a pandas sum), "120" and "$1,120" all read as dollars; anything else is None."""
+    if isinstance(answer, (bool, np.bool_)):
         return None
     if isinstance(answer, str):
         answer = answer.strip().lstrip("$").replace(",", "")

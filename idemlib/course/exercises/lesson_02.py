@@ -15,19 +15,52 @@ from idemlib.stores.sql import SCHEMA
 __all__ = ["check_inbox_insert", "check_crash_point"]
 
 
-DELIVERIES = ("m-7f3", "m-7f3", "m-8a1", "m-9c2", "m-8a1", "m-7f3")
-"""Several messages, each delivered more than once, interleaved as a queue would hand them out."""
+DELIVERIES = ("m-7f3", "m-7f3", "pay-1042", "m-10", "m-9c2", "m-10", "pay_1042", "m-8a10", "m-7f3", "m-8a1",
+              "pay-1042", "pay_1042", "m-8a1")
+"""Several messages, each delivered more than once, interleaved as a queue would hand them out.
+
+The IDs do not arrive in sorted order (a high-water mark such as ``? > max(message_id)``
+misses ``m-10``), differ in length and share prefixes (an ID cut short makes ``m-8a10``
+collide with ``m-8a1``), and ``pay_1042`` follows ``pay-1042`` (``LIKE`` reads ``_`` as any
+one character, so the two would match).
+"""
+
+_PATTERN_MATCHING = re.compile(r"\b(I?LIKE|GLOB|SIMILAR\s+TO|REGEXP\w*)\b")
 
 
-def _without_comments(sql: str) -> str:
-    return re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.DOTALL)
+def _code_and_placeholders(sql: str) -> tuple[str, int]:
+    """``sql`` with its comments removed, and the number of ``?`` placeholders outside quotes and comments."""
+    code: list[str] = []
+    placeholders = 0
+    i = 0
+    while i < len(sql):
+        char, pair = sql[i], sql[i:i + 2]
+        if pair == "--":
+            end = sql.find("\n", i)
+            i = len(sql) if end < 0 else end
+            code.append(" ")
+        elif pair == "/*":
+            end = sql.find("*/", i + 2)
+            i = len(sql) if end < 0 else end + 2
+            code.append(" ")
+        elif char in "'\"":
+            end = i + 1
+            while end < len(sql) and not (sql[end] == char and sql[end + 1:end + 2] != char):
+                end += 2 if sql[end] == char else 1  # a doubled quote is a quote inside the text
+            code.append(sql[i:end + 1])
+            i = end + 1
+        else:
+            placeholders += char == "?"
+            code.append(char)
+            i += 1
+    return "".join(code), placeholders
 
 
-def _rows_reported(db: duckdb.DuckDBPyConnection, sql: str, message_id: str) -> int:
+def _rows_reported(db: duckdb.DuckDBPyConnection, sql: str, placeholders: int, message_id: str) -> int:
     # What the handler would branch on: the rows the statement itself says it wrote
-    # (RETURNING lists them; without it, DuckDB answers an INSERT with its row count).
-    rows = db.execute(sql, [message_id] * sql.count("?")).fetchall()
-    if "RETURNING" in sql.upper():
+    # (RETURNING lists them; without it, DuckDB answers an INSERT or a MERGE with its row count).
+    rows = db.execute(sql, [message_id] * placeholders).fetchall()
+    if re.search(r"\bRETURNING\b", sql, flags=re.IGNORECASE):
         return len(rows)
     return int(rows[0][0]) if rows and isinstance(rows[0][0], int) else -1
 
@@ -36,20 +69,25 @@ def _rows_reported(db: duckdb.DuckDBPyConnection, sql: str, message_id: str) -> 
 def check_inbox_insert(sql: Any) -> Feedback:
     """Lesson 02: the inbox's INSERT without ``ON CONFLICT``: 1 row for a new ID, 0 for a duplicate, no error.
 
-    Every ``?`` is bound to the message ID.
-    Tried on the lesson's ``processed_messages`` table the way a queue delivers:
-    several messages, each more than once, every delivery in a transaction of its
-    own followed by the charge and a commit, as the inbox handler runs it.
+    Every ``?`` outside comments and quotes is bound to the message ID. Tried on the
+    lesson's ``processed_messages`` table the way a queue delivers: several messages of
+    different lengths, in no sorted order, each more than once, every delivery in a
+    transaction of its own followed by the charge and a commit, as the inbox handler runs it.
+    Any statement DuckDB runs that writes the row will do: ``INSERT ... SELECT``,
+    ``WITH ... INSERT``, or ``MERGE ... WHEN NOT MATCHED THEN INSERT``.
     """
     if (missing := blank(sql, "an INSERT statement (a string) with ? where the message ID goes")) is not None:
         return missing
-    if not isinstance(sql, str) or "?" not in sql:
+    if not isinstance(sql, str):
         return hint("Give the statement as a string, with ? where the message ID goes.")
-    if not sql.lstrip().upper().startswith("INSERT"):
+    code, placeholders = _code_and_placeholders(sql)
+    words = " ".join(code.upper().split())
+    if placeholders == 0:
+        return hint("Give the statement as a string, with ? where the message ID goes.")
+    if not re.match(r"(INSERT|WITH|MERGE)\b", words) or not re.search(r"\b(INSERT|MERGE)\b", words):
         return hint("The inbox records the ID by writing a row: the statement should be an INSERT.")
-    if "processed_messages" not in sql.lower():
+    if "PROCESSED_MESSAGES" not in words:
         return hint("The IDs are remembered in the processed_messages table; write the row there.")
-    words = " ".join(_without_comments(sql).upper().split())
     if re.match(r"INSERT OR (IGNORE|REPLACE)\b", words):
         return hint("INSERT OR IGNORE and INSERT OR REPLACE are DuckDB's and SQLite's short forms of ON CONFLICT, "
                      "and the engines without ON CONFLICT lack them too. Write a plain INSERT that takes its rows "
@@ -57,14 +95,16 @@ def check_inbox_insert(sql: Any) -> Feedback:
     if "ON CONFLICT" in words:
         return hint("That is the lesson's own statement. The exercise asks for one that does without ON CONFLICT. "
                      "An INSERT can take its rows from a query instead of VALUES: when should that query return none?")
+    matches_patterns = _PATTERN_MATCHING.search(words) is not None
     db = duckdb.connect(":memory:")
     db.execute(SCHEMA[1])
     db.execute("CREATE TABLE payments (message_id VARCHAR)")
     seen: set[str] = set()
     for message_id in DELIVERIES:
+        rows_before = db.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
         db.execute("BEGIN")
         try:
-            written = _rows_reported(db, sql, message_id)
+            written = _rows_reported(db, code, placeholders, message_id)
             if written == 1:
                 db.execute("INSERT INTO payments VALUES (?)", [message_id])
             db.execute("COMMIT")
@@ -84,19 +124,32 @@ def check_inbox_insert(sql: Any) -> Feedback:
             return hint("The statement does not say how many rows it wrote. Let it report the rows it inserted, "
                          "so the handler can branch on the count.")
         if new and written != 1:
-            return hint(f"{message_id} had never been seen, yet the statement wrote {written} rows. Every new "
-                         "message must get its row: does your condition compare the ID, or only look at the table?")
+            if matches_patterns:
+                return hint(f"{message_id} had never been seen, yet the statement wrote {written} rows: your condition "
+                            "took another ID for this one. LIKE, GLOB and SIMILAR TO read characters such as _ and % "
+                            "as wildcards, and message IDs may contain them.")
+            return hint(f"{message_id} had never been seen, yet the statement wrote {written} rows. Every new message "
+                        "must get its row, whatever its length and whichever IDs came before it: does your condition "
+                        "look for this very ID, or only at the table?")
         if not new and written != 0:
             return hint(f"{message_id} came back and the statement reported {written} row(s) written, so the handler "
                          "would charge it again. A duplicate must write nothing and report zero rows.")
+        kept = db.execute("SELECT count(*) FROM processed_messages WHERE message_id = ?", [message_id]).fetchone()[0]
+        added = db.execute("SELECT count(*) FROM processed_messages").fetchone()[0] - rows_before
+        if kept != 1 or added != written:
+            return hint(f"After {message_id}, processed_messages holds {added} new row(s) and {kept} with exactly that "
+                        "ID. The inbox must keep the ID as it came, one row per message, or a repeat is not recognised.")
     charged = [row[0] for row in db.execute("SELECT message_id FROM payments ORDER BY 1").fetchall()]
     if charged != sorted(seen):
         return hint(f"The payments that followed were {charged}; each message should be charged once.")
-    return right(f"{len(DELIVERIES)} deliveries of {len(seen)} messages: one row for each new ID, zero for each "
-                  "repeat, and no error, so each transaction went on to commit. One caveat: two consumers running "
-                  "it at the same moment can both find no row, and then the unique key refuses the second with an "
-                  "error. The money is still safe, but ON CONFLICT DO NOTHING, where the engine has it, turns even "
-                  "that into zero rows.")
+    return right(f"{len(DELIVERIES)} deliveries of {len(seen)} messages, in no sorted order: one row for each new ID, "
+                 "zero for each repeat, and no error, so each transaction went on to commit. One caveat: two consumers "
+                 "running it at the same moment can both find no row, and then the unique key refuses one of them "
+                 "with an error. ON CONFLICT DO NOTHING does not always spare that error either: on PostgreSQL at READ "
+                 "COMMITTED the second insert waits and writes zero rows (on SQLite the second writer waits at its BEGIN "
+                 "and then writes zero rows too), but on DuckDB the later commit fails, and on "
+                 "PostgreSQL at REPEATABLE READ or SERIALIZABLE the insert ends in a serialization failure. The money "
+                 "is safe in every case; lesson 03 shows each engine's signal and what the handler does with it.")
 
 
 def _fault_named(fault: str, faults: list[str], steps: tuple[str, ...]) -> str:
@@ -105,7 +158,10 @@ def _fault_named(fault: str, faults: list[str], steps: tuple[str, ...]) -> str:
     Case, spacing and a missing "crash" are forgiven, and a crash *after* a step reads
     as the crash before the next one (nothing runs between the two).
     """
-    words = " ".join(fault.lower().split()).removeprefix("crash ")
+    # "crash before the commit", "before its commit" and "just before commit" name the crash before commit;
+    # "the commit" alone names no moment, so it stays unread.
+    words = " ".join(word for word in fault.lower().split()
+                     if word not in ("the", "its", "a", "just", "right")).removeprefix("crash ")
     after = words.removeprefix("after ")
     if after != words and after in steps[:-1]:
         words = f"before {steps[steps.index(after) + 1]}"

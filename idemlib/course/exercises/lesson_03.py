@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import re
+from functools import cache
 from typing import Any
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
-from idemlib.explore import interleavings
-from idemlib.handlers import IdFirstHandler
-from idemlib.races import race
-from idemlib.stores import DuckDBPayments
+from idemlib.races import RaceOutcome, postgres_at, race
+from idemlib.stores import DuckDBPayments, postgres_unavailable, require_servers
 
-__all__ = ["check_race_loser", "check_interleaving_count"]
+__all__ = ["check_race_loser", "check_repeatable_read"]
 
 
 def _swap_roles(failed: str) -> str:
@@ -80,48 +78,116 @@ def check_race_loser(answer: Any) -> Feedback:
                 'in the form "A at record id", or with "nobody".')
 
 
-def _whole(value: Any) -> int | None:
-    """12, 12.0, numpy's 12 and "12" read as 12; 12.5, True and "twelve" as None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        return int(value.strip()) if value.strip().isdigit() else None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == value else None
+SIGNALS = ("one row", "zero rows", "serialization failure", "duplicate-key error")
+"""What B's ``INSERT ... ON CONFLICT DO NOTHING`` can end in, in the lesson's words."""
+ACTIONS = ("charge", "skip and ack", "give it back")
+"""What the inbox handler can do next: charge, skip the charge and ack, or roll back and give the message back."""
+CASES = ("A commits", "A rolls back")
+
+_SIGNAL_WORDS = (
+    ("serialization failure", ("serializ", "40001")),
+    ("duplicate-key error", ("duplicate", "unique", "23505", "key error")),
+    ("zero rows", ("zero row", "0 row", "no row", "nothing")),
+    ("one row", ("one row", "1 row", "a row", "writes its row", "inserts")),
+)
+_ACTION_WORDS = (
+    ("give it back", ("give", "back", "retry", "nack", "requeue", "release", "redeliver")),
+    ("skip and ack", ("skip", "ack", "ignore")),
+    ("charge", ("charge", "pay", "do the work")),
+)
 
 
-def _pair(answer: Any) -> tuple[int, int] | None:
-    if isinstance(answer, (tuple, list)) and len(answer) == 2:
-        count, twice = (_whole(value) for value in answer)
-        if count is not None and twice is not None:
-            return count, twice
+def _one_of(text: Any, vocabulary: tuple[tuple[str, tuple[str, ...]], ...]) -> str | None:
+    """The first vocabulary entry that a word of ``text`` names, or None.
+
+    The entries are tried in order, so "skip the charge" reads as a skip and "roll back and
+    retry" as giving the message back; whole words only, so "back" is no "ack".
+    """
+    if isinstance(text, int) and not isinstance(text, bool) and text in (0, 1):
+        text = f"{text} row"
+    if not isinstance(text, str):
+        return None
+    said = " ".join(text.lower().replace("-", " ").replace("_", " ").split())
+    for name, words in vocabulary:
+        if any(re.search(rf"\b{re.escape(word.replace('-', ' '))}", said) for word in words):
+            return name
     return None
 
 
+def _signal_and_action(outcome: RaceOutcome) -> tuple[str, str]:
+    """B's signal in a real race, in the lesson's words, and what the inbox handler does with it."""
+    if outcome.failed.startswith("B"):
+        signal = "serialization failure" if "serializ" in outcome.error.lower() else "duplicate-key error"
+        return signal, "give it back"
+    return ("one row", "charge") if outcome.b_inserted else ("zero rows", "skip and ack")
+
+
+@cache
+def repeatable_read_signals() -> dict[str, tuple[str, str]]:
+    """B's signal and the handler's next move at REPEATABLE READ, measured on the PostgreSQL server.
+
+    Each case is the lesson's real race (A holds its transaction open while B runs the
+    inbox handler). A race in which B never had to wait for A (a machine so busy that B
+    started after A had finished) is no race: it is run again with A holding longer.
+    """
+    signals: dict[str, tuple[str, str]] = {}
+    for case, commits in zip(CASES, (True, False)):
+        for hold in (0.3, 0.9, 2.7):
+            outcome = race(postgres_at("REPEATABLE READ"), first_commits=commits, hold_seconds=hold)
+            if outcome.b_waited_at != "did not wait" or outcome.failed != "nobody":
+                break
+        signals[case] = _signal_and_action(outcome)
+    return signals
+
+
 @exercise
-def check_interleaving_count(answer: Any) -> Feedback:
-    """Lesson 03: (distinct interleavings, how many charge twice) for two **ID first** consumers."""
-    if (missing := blank(answer, "a pair (distinct interleavings, interleavings that charge twice)")) is not None:
+def check_repeatable_read(answer: Any) -> Feedback:
+    """Lesson 03, exercise 2: B's signal at REPEATABLE READ on PostgreSQL, and what the handler must do with it.
+
+    The answer maps each case (A commits, A rolls back) to a pair (signal, action);
+    the check runs both races on the real server and reads B's signal off them.
+    """
+    if (missing := blank(answer, 'a dict {"A commits": (signal, action), "A rolls back": (signal, action)}')) is not None:
         return missing
-    pair = _pair(answer)
-    if pair is None:
-        return hint("Answer with a pair of whole numbers: (distinct interleavings, interleavings that charge twice).")
-    table = interleavings(IdFirstHandler())
-    truth = (len(table), int((table["outcome"] == "charged twice").sum()))
-    steps = len(IdFirstHandler().steps)
-    schedules = math.comb(2 * steps, steps)  # who moves at each turn: every way to pick A's turns
-    if pair == truth:
-        return right(f"{truth[0]} distinct orders, {truth[1]} of them charged twice: the loser's insert is refused by "
-                      "the unique key, so it never charges. (What ID first cannot survive is a crash, lesson 02.)")
-    count, twice = pair
-    if count == schedules:
-        return hint(f"{schedules} is the number of schedules, C({2 * steps}, {steps}). A consumer that finds the ID "
-                     "takes fewer steps, and different schedules then play out the same order. Count distinct orders.")
-    if count != truth[0]:
-        return hint("The number of distinct interleavings is off. Run interleavings(IdFirstHandler()) and count its rows, "
-                     "or count by hand: the winner's steps, then the loser's shorter path.")
-    return hint("The count of interleavings is right; the number that charge twice is not. Which step of ID first "
-                 "decides who charges, and can both consumers pass it?")
+    shape = hint(f'Answer with a dict {{"A commits": (signal, action), "A rolls back": (signal, action)}}, '
+                 f"the signal one of {list(SIGNALS)} and the action one of {list(ACTIONS)}.")
+    if not isinstance(answer, dict) or set(answer) != set(CASES):
+        return shape
+    given: dict[str, tuple[str | None, str | None]] = {}
+    for case, pair in answer.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            return shape
+        given[case] = (_one_of(pair[0], _SIGNAL_WORDS), _one_of(pair[1], _ACTION_WORDS))
+    unread = [case for case, (signal, action) in given.items() if signal is None or action is None]
+    if unread:
+        return hint(f"I cannot read the answer for {unread[0]!r}: name the signal as one of {list(SIGNALS)} "
+                    f"and the action as one of {list(ACTIONS)}.")
+    if (reason := postgres_unavailable()) is not None:
+        if require_servers():
+            raise RuntimeError(reason)
+        return hint(f"This check races two consumers on PostgreSQL, and none answers here, so it cannot judge "
+                    f"the answer. {reason}")
+    truth = repeatable_read_signals()
+    if given == truth:
+        return right("at REPEATABLE READ the loser's snapshot never contains the winner's row: when A commits, B's "
+                     "waiting insert is refused with a serialization failure, B rolls back and gives m-7f3 back, and "
+                     "if the message comes back, the redelivery, in a fresh snapshot, finds the ID and skips. When A rolls back, there is nothing "
+                     "to conflict with: B's insert goes ahead and B charges.")
+    committed, rolled_back = given["A commits"], given["A rolls back"]
+    if committed[0] != truth["A commits"][0]:
+        if committed[0] == "zero rows":
+            return hint("Zero rows is READ COMMITTED's answer, where B's insert sees what A committed while B waited. "
+                        "At REPEATABLE READ, which rows can B's transaction see?")
+        if committed[0] == "duplicate-key error":
+            return hint("B's insert says ON CONFLICT DO NOTHING, so a duplicate key alone raises nothing. What does "
+                        "PostgreSQL do when the conflicting row is one B's snapshot cannot see?")
+        return hint("If B wrote its row while A's row stands, the unique key would hold two m-7f3s. "
+                    "Which signal does PostgreSQL give B instead, at this level?")
+    if committed[1] != truth["A commits"][1]:
+        return hint("The signal is right, but what comes next is not. After that error B's transaction can commit "
+                    "nothing, and the error does not say m-7f3 was handled: it says B's snapshot is out of date. "
+                    "What does the handler do with a lost race, so a later delivery can decide?")
+    if rolled_back[0] != truth["A rolls back"][0]:
+        return hint("When A rolls back, its m-7f3 row is gone. Is there still anything for B's insert to conflict with?")
+    return hint("The signal when A rolls back is right; what the handler does with it is not. B's row is the only "
+                "m-7f3 row: which step of the inbox comes next?")

@@ -12,8 +12,12 @@ from idemlib.provider import PaymentProvider
 
 __all__ = ["check_key_function"]
 
-# Many IDs, some sharing a prefix, so that a key cut short or hashed into too few characters collides.
-MESSAGES = ("m-7f3", "m-7f4", "m-9c2", "m-8a1", *(f"m-{n:03x}" for n in range(0x100, 0x114)))
+# Message IDs of many lengths, up to 200 characters (NServiceBus's MessageId column is that wide), in pairs that
+# differ only in their last character: a key cut to any length shorter than the longest ID collides, and so does
+# a hash cut down to a few characters.
+_STEM = "order-1042/payment-request/" + "7f3c9a1e" * 25
+MESSAGES = ("m-7f3", "m-7f4", "m-9c2", "m-8a1", *(f"m-{n:03x}" for n in range(0x100, 0x10c)),
+            *(f"{_STEM[:length - 1]}{last}" for length in (9, 17, 36, 80, 200) for last in "ab"))
 CALLS = ("charge", "fee", "capture")
 PAIRS = [(message, call) for message in MESSAGES for call in CALLS]
 
@@ -50,16 +54,17 @@ def check_key_function(call_key: Any) -> Feedback:
                             "ID and the whole call name in the key; a hash cut down to a few characters collides too.")
             first_with[key] = pair
     try:
-        restarted = [in_fresh_process(call_key, PAIRS, seed, host, zone)
-                     for seed, (host, zone) in enumerate(OTHER_MACHINES, start=1)]
+        restarted = [in_fresh_process(call_key, PAIRS, machine, seed)
+                     for seed, machine in enumerate(OTHER_MACHINES, start=1)]
     except (OSError, RuntimeError, SyntaxError, TypeError, ValueError, subprocess.TimeoutExpired) as error:
         return hint(f"The check reruns your function in a fresh Python process, as a restarted consumer would, and that "
                     f"failed ({error}). Write it with def, and import what it uses at the top of its cell.")
     if any(again != keys for again in restarted):
-        return hint("In a fresh process (a consumer restarted after a crash, or redeployed on another machine) it gave "
-                    "other keys for the same calls. A process ID, a host name, the date or the hour, and Python's hash() "
-                    "of a string change from one process or machine to the next; build the key only from what the "
-                    "message itself carries.")
+        return hint("In a fresh process (a consumer restarted after a crash, or redeployed on another machine, a day "
+                    "later) it gave other keys for the same calls. A restart brings back your code, not your memory: "
+                    "a dict of keys starts empty, a UUID made at start-up is a new one, and a process ID, a host name, "
+                    "the clock (a date, an hour) and Python's hash() of a string all change. Build the key only from "
+                    "what the message itself carries.")
     provider = PaymentProvider()
     for key in [keys[0], *restarted[0][:1], keys[0]]:  # first attempt, the retry after a restart, one more redelivery
         provider.charge(key, order_id=1042, amount=40)

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
+from dataclasses import replace
 from typing import Any
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
-from idemlib.ids import SOURCES, judge, make_copies, record, twin_facts
+from idemlib.ids import SOURCES, Copy, judge, make_copies, record, twin_facts
 
 __all__ = ["check_message_id"]
+
+
+# Request IDs of many lengths (7 to 185 characters), in groups that share all but their last characters: an ID
+# cut to a prefix collides with another request's.
+_STEM = "checkout-session/" + "5d1e08b3" * 25
+
+
+def _request_id(fact: int) -> str:
+    return f"{_STEM[:(6, 14, 40, 90, 180)[fact % 5]]}-{fact}"
+
+
+def spread(copies: list[Copy], *, seed: int = 10) -> list[Copy]:
+    """The copies with request IDs of many lengths, sent minutes (a producer's retry) or hours (a relay's) apart."""
+    draw = random.Random(seed)
+    later = {"producer retry": (60.0, 1800.0), "relay republish": (3600.0, 36000.0)}
+    return [replace(copy, request_id=_request_id(copy.fact),
+                    seconds_later=draw.uniform(*later[copy.source]) if copy.source in later else None)
+            for copy in copies]
 
 
 @exercise
@@ -20,7 +40,7 @@ def check_message_id(message_id: Any) -> Feedback:
     if not callable(message_id):
         return hint("Give a function that takes one copy's record (a dict) and returns its message ID.")
     facts = twin_facts(30, twins=3, seed=8)
-    copies = make_copies(facts, {source: 0.3 for source in SOURCES if source != "redelivery"}, seed=9)
+    copies = spread(make_copies(facts, {source: 0.3 for source in SOURCES if source != "redelivery"}, seed=9))
     try:
         ids = [message_id(record(copy)) for copy in copies]
     except Exception as error:  # the learner's code: any error is worth a hint, not a traceback
@@ -30,17 +50,17 @@ def check_message_id(message_id: Any) -> Feedback:
     outcome = judge(message_id, copies, facts, ack_loss_rate=0.2)
     missed, dropped = outcome["duplicates missed"], outcome["real messages dropped"]
     if not missed and not dropped:
-        host, zone = OTHER_MACHINES[0]
         try:
-            again = in_fresh_process(message_id, [(record(copy),) for copy in copies], 1, host, zone)
+            again = in_fresh_process(message_id, [(record(copy),) for copy in copies], OTHER_MACHINES[0], 1)
         except (OSError, RuntimeError, SyntaxError, TypeError, ValueError, subprocess.TimeoutExpired) as error:
             return hint(f"The check computes the IDs again in a fresh Python process, as a restarted consumer would, and "
                         f"that failed ({error}). Write it with def, and import what it uses at the top of its cell.")
         if again != [str(value) for value in ids]:
-            return hint("In a fresh process (a consumer restarted after a crash) it gave other IDs for the same copies, "
-                        "so every redelivery after a restart would look new to the inbox. Python's hash() of a string, "
-                        "a process ID, a host name or the clock change from one process to the next; build the ID only "
-                        "from what the copy carries.")
+            return hint("In a fresh process (a consumer restarted after a crash, on another machine, a day later) it gave "
+                        "other IDs for the same copies, so every redelivery after a restart would look new to the inbox. "
+                        "A restart brings back your code, not your memory: a dict starts empty, a UUID made at start-up "
+                        "is a new one, and Python's hash() of a string, a process ID, a host name and the clock change. "
+                        "Build the ID only from what the copy carries.")
         return right(f"{len(copies)} copies of {len(facts)} payments, with lost acks on top: every payment charged once, "
                      "none twice, none dropped.")
     if dropped:

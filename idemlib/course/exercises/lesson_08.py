@@ -2,15 +2,124 @@
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.http import ChargesApi, Client, serve
 
-__all__ = ["check_http_statuses"]
+__all__ = ["CLIENT_MOVES", "check_client_moves"]
 
-CASES = ("missing key", "still in progress", "different payload")
+CLIENT_MOVES = {
+    "same key later": "wait, then send the same request again with the same key",
+    "new key": "send the request again at once, with a new key",
+    "correct it": "change the request (its body or its key) to what was meant, then send it",
+    "give up": "tell the customer the payment failed",
+}
+"""What a client can do with a refusal, by a short name; the learner answers with the names."""
+
+CHARGE = {"order_id": 1042, "amount": 40}
+FEE = {"order_id": 1042, "amount": 5}  # a second, real payment for the order
+IN_CENTS = {"order_id": 1042, "amount": 4000}  # the first charge rebuilt by code that writes the amount in cents
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one move led to: the dollars the card was charged, the dollars owed, and what the client last heard."""
+
+    charged: int
+    owed: int
+    answer: int | None
+
+    @property
+    def harmless(self) -> bool:
+        """The card was charged what was owed, and the client holds the charge's answer."""
+        return self.charged == self.owed and self.answer == HTTPStatus.CREATED
+
+
+Request = tuple[dict[str, int], str]  # a body and its Idempotency-Key
+
+
+@dataclass(frozen=True)
+class Situation:
+    """A refusal a client meets: how it is provoked, what is owed, and the request each move then sends.
+
+    ``provoke`` brings a fresh server and client to the refusal and returns what
+    lets a request still at work finish; a move with no request sends nothing.
+    """
+
+    status: int
+    owed: int
+    provoke: Callable[[ChargesApi, Client], Callable[[], None]]
+    requests: dict[str, Request | None]
+
+    def play(self, move: str) -> Outcome:
+        """Provoke the refusal against a fresh server, then make ``move``."""
+        api = ChargesApi()
+        with serve(api) as server:
+            client = Client(server.url)
+            finish = self.provoke(api, client)
+            if move == "same key later":
+                finish()  # later: once the first request with the key has finished
+            request = self.requests[move]
+            answer = None if request is None else client.post_charge(*request)[-1].status
+            finish()
+            return Outcome(api.payments.total_charged(), self.owed, answer)
+
+
+def _first_request_at_work(api: ChargesApi, client: Client) -> Callable[[], None]:
+    gate = api.hold_next()  # the first request stays at work until the gate opens: no race with the clock
+    first = threading.Thread(target=client.post_charge, args=(CHARGE, "order-1042-pay-1"))
+    first.start()
+    api.wait_for_key("order-1042-pay-1")
+    assert client.post_charge(CHARGE, key="order-1042-pay-1")[-1].status == HTTPStatus.CONFLICT
+
+    def finish() -> None:
+        gate.set()
+        first.join()
+    return finish
+
+
+def _second_payment_under_the_first_key(api: ChargesApi, client: Client) -> Callable[[], None]:
+    client.post_charge(CHARGE, key="order-1042")  # a key named after the order
+    assert client.post_charge(FEE, key="order-1042")[-1].status == HTTPStatus.UNPROCESSABLE_ENTITY
+    return lambda: None
+
+
+def _retry_built_again_in_cents(api: ChargesApi, client: Client) -> Callable[[], None]:
+    api.drop_next_responses(1)
+    client.post_charge(CHARGE, key="order-1042-pay-1", retries=0)  # charged; the answer is lost
+    assert client.post_charge(IN_CENTS, key="order-1042-pay-1")[-1].status == HTTPStatus.UNPROCESSABLE_ENTITY
+    return lambda: None
+
+
+SITUATIONS: dict[str, Situation] = {
+    "the first request is still at work": Situation(
+        HTTPStatus.CONFLICT, 40, _first_request_at_work,
+        {"same key later": (CHARGE, "order-1042-pay-1"), "new key": (CHARGE, "order-1042-pay-1b"),
+         "correct it": (CHARGE, "order-1042-pay-1"),  # nothing in it was wrong: it goes again as it was
+         "give up": None}),
+    "a second payment sent under the first one's key": Situation(
+        HTTPStatus.UNPROCESSABLE_ENTITY, 45, _second_payment_under_the_first_key,
+        {"same key later": (FEE, "order-1042"), "new key": (FEE, "order-1042-fee"),
+         "correct it": (FEE, "order-1042-fee"), "give up": None}),
+    "a retry whose body was built again": Situation(
+        HTTPStatus.UNPROCESSABLE_ENTITY, 40, _retry_built_again_in_cents,
+        {"same key later": (IN_CENTS, "order-1042-pay-1"), "new key": (IN_CENTS, "order-1042-pay-1b"),
+         "correct it": (CHARGE, "order-1042-pay-1"),  # the body the key was first sent with
+         "give up": None}),
+}
+"""The refusals the check plays each move against, by what happened."""
+
+
+@functools.cache
+def outcome(situation: str, move: str) -> Outcome:
+    """What ``move`` leads to in ``situation``, played against a fresh server (the same every time: no clock races)."""
+    return SITUATIONS[situation].play(move)
 
 
 def _status(value: Any) -> int | None:
@@ -23,43 +132,45 @@ def _status(value: Any) -> int | None:
         return None
 
 
-def measured_statuses() -> dict[str, int]:
-    """Each of the three situations provoked against a fresh server, and the status it answered."""
-    api = ChargesApi(work_seconds=0.5)
-    with serve(api) as server:
-        client = Client(server.url)
-        charge = {"order_id": 1042, "amount": 40}
-        measured = {"missing key": client.post_charge(charge)[0].status}
-        slow = threading.Thread(target=client.post_charge, args=(charge, "m-7f3:charge"))
-        slow.start()
-        api.wait_for_key("m-7f3:charge")
-        measured["still in progress"] = client.post_charge(charge, key="m-7f3:charge")[0].status
-        slow.join()
-        measured["different payload"] = client.post_charge({"order_id": 1042, "amount": 80}, key="m-7f3:charge")[0].status
-    return {case: int(status) for case, status in measured.items() if status is not None}
+def _move(value: Any) -> str | None:
+    """A move written with any case, spacing or punctuation around it, as one of :data:`CLIENT_MOVES`; None if not one."""
+    if not isinstance(value, str):
+        return None
+    words = " ".join("".join(c if c.isalnum() else " " for c in value.lower()).split())
+    return next((move for move in CLIENT_MOVES if move == words), None)
+
+
+def _why(status: int, situation: str, move: str, result: Outcome) -> str:
+    if result.charged > result.owed:
+        return (f"after a {status} ({situation}), '{move}' charged the card ${result.charged} where ${result.owed} was "
+                "owed. Had the first request with this key been lost, or was it still there?")
+    if result.answer is None:
+        return (f"after a {status} ({situation}), '{move}' left the customer told the payment failed, while the card "
+                f"shows ${result.charged} of the ${result.owed} owed.")
+    return (f"after a {status} ({situation}), '{move}' got a {result.answer} again and the card shows "
+            f"${result.charged} of the ${result.owed} owed. What did the server say was wrong with that request?")
 
 
 @exercise
-def check_http_statuses(answer: Any) -> Feedback:
-    """Lesson 08: the status the server answers in each refusal, checked against a fresh server."""
-    if (missing := blank(answer, 'a dict {"missing key": ..., "still in progress": ..., "different payload": ...}')) is not None:
+def check_client_moves(answer: Any) -> Feedback:
+    """Lesson 08: what a client does after a 409 and after a 422, played out against a fresh server."""
+    if (missing := blank(answer, '{409: "...", 422: "..."}, each a move named in CLIENT_MOVES')) is not None:
         return missing
-    if isinstance(answer, dict):  # "Missing key " names the same case as "missing key"
-        answer = {" ".join(case.lower().split()) if isinstance(case, str) else case: status
-                  for case, status in answer.items()}
-    if not isinstance(answer, dict) or set(answer) != set(CASES):
-        return hint(f"Answer with a dict with exactly these keys: {list(CASES)}, each mapped to a status such as 418.")
-    given = {case: _status(answer[case]) for case in CASES}
-    if None in given.values():
-        unreadable = [case for case, status in given.items() if status is None]
-        return hint(f"Write each status as a number (or a string of digits); could not read: {', '.join(unreadable)}.")
-    measured = measured_statuses()
-    wrong = [case for case in CASES if given[case] != measured.get(case)]
-    if not wrong:
-        return right("The server answered the same just now: a request it cannot serve without a key, one it cannot "
-                     "serve yet, and one it must not serve under that key each get a status of their own.")
-    if len(set(given.values())) < len(CASES):
-        return hint(f"Not right yet for: {', '.join(wrong)}. The three situations get three different statuses: "
-                    "send each request and read the status of its first attempt.")
-    return hint(f"Not right yet for: {', '.join(wrong)}. Send that request to the server yourself and read the status "
-                "of its first attempt (for the retry in progress, the first request must still be running).")
+    if not isinstance(answer, dict):
+        return hint("Answer with a dict from each status to a move, such as {409: 'give up', 422: 'give up'}.")
+    moves = {_status(status): value for status, value in answer.items()}
+    if set(moves) != {situation.status for situation in SITUATIONS.values()}:
+        return hint(f"Answer with a dict with exactly two keys, the statuses 409 and 422, each mapped to a move; "
+                    f"got the keys {list(answer)!r}.")
+    named = {status: _move(value) for status, value in moves.items()}
+    if None in named.values():
+        unknown = [repr(moves[status]) for status, move in named.items() if move is None]
+        return hint(f"Name each move as CLIENT_MOVES does ({', '.join(CLIENT_MOVES)}); could not read: {', '.join(unknown)}.")
+    harms = [_why(situation.status, name, named[situation.status], result) for name, situation in SITUATIONS.items()
+             if not (result := outcome(name, named[situation.status])).harmless]
+    if harms:
+        return hint(f"Played against a fresh server: {harms[0][0].upper()}{harms[0][1:]}")
+    return right("A 409 says the first request is still at work and nothing is wrong with yours: the same request, "
+                 "sent again later with the same key, gets its answer. A 422 says this key already belongs to another "
+                 "request: sent again unchanged it is refused for ever, and a new key on a retry charges twice, so "
+                 "the request itself must change to what was meant.")

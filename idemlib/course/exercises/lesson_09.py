@@ -4,82 +4,137 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from numbers import Real
 from typing import Any
 
 import pandas as pd
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
-from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import Crash, FaultPlan
-from idemlib.long_work.inprogress import TAKEN_OVER, InProgressHandler, RecordsDuckDB, run_long
-from idemlib.messages import payment_stream
+from idemlib.long_work.inprogress import BACKED_OFF, TAKEN_OVER, InProgressHandler, RecordsDuckDB, run_long
+from idemlib.messages import Message
 
 __all__ = ["check_deadline"]
 
-WORK_SECONDS = 70.0
-"""The exercise's long work, from the claim to marking the record completed: a little over two leases of 30 s."""
-_STEP_SECONDS = 1.0
-"""The simulator's default step: the provider call and the completion take one each after the work step."""
+DELIVERY_TO_ACK = 75.0
+"""The exercise's longest payment, from its delivery to its ack (the fraud check is most of it)."""
+RECOVERY_LIMIT = 300.0
+"""After a crash, each payment must still be charged within this many seconds of its first delivery."""
+_STEPS_AROUND_WORK = 4.0
+"""The simulator's one-second steps around the work: the claim, the provider call, the completion, the ack."""
+WORK_LENGTHS = (DELIVERY_TO_ACK, 40.0, 12.0)
+"""Payments of different lengths, the longest first; a plan must fit the longest, not the usual one."""
+PAYMENTS = [Message.charge("m-10a2b", order_id=2210, amount=25), Message.charge("m-7f3", order_id=1042, amount=40),
+            Message.charge("m-9c", order_id=877, amount=12)]
+"""IDs of different lengths, not in rising order, several in one run."""
 
 
-def _longest_uncovered(trace: pd.DataFrame, deadline_seconds: float) -> tuple[str, float] | None:
-    """The delivery whose claim ran out longest before its consumer marked it completed, and by how much.
+def _seconds(answer: Any) -> float | None:
+    """90, 90.0, numpy's 90, Decimal("90"), a Fraction, timedelta(seconds=90) and "90" read as 90 s; anything else is None."""
+    if isinstance(answer, timedelta):
+        return answer.total_seconds()
+    if isinstance(answer, str):
+        try:
+            answer = Decimal(answer.strip().removesuffix("s").strip())
+        except InvalidOperation:
+            return None
+    if isinstance(answer, bool) or not isinstance(answer, (Real, Decimal)):
+        return None
+    return float(answer)
 
-    Whether a rival happens to arrive in that gap depends on timing (a redelivery,
-    a duplicate the producer sent); the gap itself is the defect.
+
+def _read(name: str, answer: Any) -> float | Feedback:
+    seconds = _seconds(answer)
+    if seconds is None:
+        return hint(f"Give {name} as a number of seconds, not {type(answer).__name__}.")
+    if math.isnan(seconds):
+        return hint(f"Give {name} as a number of seconds; NaN is not one, and no clock ever passes it.")
+    if seconds <= 0:
+        return hint(f"{name} must be positive: a lease or a claim that is over before it starts protects nothing.")
+    return seconds
+
+
+def _uncovered(trace: pd.DataFrame, deadline: float) -> tuple[str, float] | None:
+    """The claim that ran out longest before its consumer, still working, marked it completed, and by how much.
+
+    Whether a copy happens to arrive in that gap depends on when the producer
+    retries; the gap itself is the defect.
     """
     steps = trace[trace["event"] == "step"]
     at = steps.pivot_table(index=["message_id", "delivery"], columns="detail", values="time", aggfunc="min")
     if "mark completed" not in at:
         return None
-    gaps = (at["mark completed"] - at["claim"] - deadline_seconds).dropna()
+    gaps = (at["mark completed"] - at["claim"] - deadline).dropna()
     if gaps.empty or gaps.max() < 0:
         return None
     return str(gaps.idxmax()[0]), float(gaps.max())
 
 
+def _lease_margin(trace: pd.DataFrame, lease: float) -> float:
+    """The least time any delivery's lease had left when its ack reached the broker."""
+    keys = ["message_id", "delivery"]
+    delivered = trace[trace["event"] == "delivered"].groupby(keys)["time"].min()
+    acked = trace[trace["event"] == "acked"].groupby(keys)["time"].min()
+    return float((delivered + lease - acked).dropna().min())
+
+
+def _charged_after(trace: pd.DataFrame) -> pd.Series:
+    """For each message, seconds from its first delivery to the provider's first answer (NaN: never charged)."""
+    first = trace[trace["event"] == "delivered"].groupby("message_id")["time"].min()
+    charged = trace[trace["event"] == "provider answered"].groupby("message_id")["time"].min()
+    return (charged - first).reindex(first.index)
+
+
 @exercise
-def check_deadline(deadline_seconds: Any) -> Feedback:
-    """Lesson 09: a claim deadline (seconds) that neither hands live work over nor outlives the broker's retries."""
-    if (missing := blank(deadline_seconds, "a number of seconds, such as deadline_seconds = 45")) is not None:
-        return missing
-    if isinstance(deadline_seconds, timedelta):
-        deadline_seconds = deadline_seconds.total_seconds()
-    if isinstance(deadline_seconds, Decimal):
-        deadline_seconds = float(deadline_seconds)
-    if isinstance(deadline_seconds, bool) or not isinstance(deadline_seconds, Real):
-        return hint(f"Give the deadline as a number of seconds, not {type(deadline_seconds).__name__}.")
-    seconds = float(deadline_seconds)
-    if math.isnan(seconds):
-        return hint("Give the deadline as a number of seconds; NaN is not one, and no clock ever passes it.")
-    if seconds <= 0:
-        return hint("A deadline must be positive: a claim that is over before it starts protects nothing.")
-    handler = InProgressHandler(seconds)
-    messages = [RUNNING_EXAMPLE, *payment_stream(2)]
+def check_deadline(lease_seconds: Any, deadline_seconds: Any) -> Feedback:
+    """Lesson 09: a lease that outlasts the longest payment and a claim deadline that covers it and ends in time."""
+    for answer, example in ((lease_seconds, "lease_seconds = 45"), (deadline_seconds, "deadline_seconds = 45")):
+        if (missing := blank(answer, f"a number of seconds, such as {example}")) is not None:
+            return missing
+    lease = _read("the lease", lease_seconds)
+    if isinstance(lease, Feedback):
+        return lease
+    deadline = _read("the deadline", deadline_seconds)
+    if isinstance(deadline, Feedback):
+        return deadline
+    handler = InProgressHandler(deadline)
     database = RecordsDuckDB()
-    # A race: two consumers, the work outliving the lease, so the broker hands a message to the second.
-    work_step = WORK_SECONDS - 2 * _STEP_SECONDS
-    slow = run_long(handler, messages, consumers=2, step_seconds={"work": work_step}, database=database)
-    if takeovers := len(slow.result.events(TAKEN_OVER)):
-        return hint(f"With {seconds:g} s, {takeovers} live consumer(s) still at work were taken over, so the "
-                     "work ran twice for the same message, and the broker even dead-lettered "
-                     f"{len(slow.result.dead_letters)}. The deadline should outlast the longest work.")
-    if (gap := _longest_uncovered(slow.result.trace, seconds)) is not None:
-        message_id, by = gap
-        when = f"{by:g} s before" if by > 0 else "the very moment"
-        return hint(f"With {seconds:g} s, the claim on {message_id} ran out {when} its consumer, still "
-                     "working, marked it completed. No rival arrived in that gap in this run, but a redelivery or a "
-                     "duplicate that did would have taken over and repeated the work. The deadline should outlast "
-                     "the longest work.")
-    # A restart: each consumer dies after its claim, before the provider call.
-    crashed = run_long(handler, messages, faults=FaultPlan(crashes=[Crash("call provider", message_id=None)]),
-                       database=database)
-    if crashed.result.dead_letters or crashed.card_charges < len(messages):
-        return hint(f"With {seconds:g} s, after a crash the claim refused every redelivery: "
-                     f"{len(crashed.result.dead_letters)} of {len(messages)} messages went to the dead-letter queue "
-                     "with nothing charged. The claim must end while the broker is still redelivering.")
-    return right(f"{seconds:g} s outlasts the {WORK_SECONDS:g} s of work (no live consumer taken over) and ends "
-                  f"before the broker gives up: after a crash, {crashed.refused} redeliveries backed off, then a takeover "
-                  f"charged each of the {len(messages)} messages once.")
+    # No fault at all: two consumers, payments of several lengths. Nothing should be handed out twice.
+    for length in WORK_LENGTHS:
+        calm = run_long(handler, PAYMENTS, consumers=2, lease=lease, database=database,
+                        work_seconds=length - _STEPS_AROUND_WORK)
+        spent = len(calm.result.events(BACKED_OFF)) + len(calm.result.events(TAKEN_OVER))
+        if spent or calm.result.dead_letters:
+            return hint(f"With no fault at all, a {lease:g} s lease ran out while a payment of {length:g} s was still "
+                        f"being worked on: the broker handed it to the other consumer, and {spent} deliveries were "
+                        "refused or took over live work. The lease has to outlast the longest payment.")
+        if (margin := _lease_margin(calm.result.trace, lease)) <= 0:
+            when = f"{-margin:g} s after" if margin < 0 else "the very moment"
+            return hint(f"With a {lease:g} s lease, a payment of {length:g} s reached its ack {when} its lease ran out. "
+                        "No other consumer was free to take it in this run, but one that was would have. The lease has "
+                        "to outlast the longest payment.")
+        if (gap := _uncovered(calm.result.trace, deadline)) is not None:
+            message_id, by = gap
+            when = f"{by:g} s before" if by > 0 else "the very moment"
+            return hint(f"With a {deadline:g} s deadline, the claim on {message_id} ran out {when} its consumer, still "
+                        "working, marked it completed. No copy arrived in that gap in this run, but a producer's retry "
+                        "that did would have taken over and repeated the work. The claim has to cover the work.")
+    # A restart: every consumer dies right after its first claim of each payment, and comes back with nothing.
+    # One consumer per payment, so no payment waits for a free consumer: the wait is the lease's and the claim's.
+    crashed = run_long(handler, PAYMENTS, consumers=len(PAYMENTS), lease=lease, database=database,
+                       work_seconds=DELIVERY_TO_ACK - _STEPS_AROUND_WORK,
+                       faults=FaultPlan(crashes=[Crash("work", message_id=None)]))
+    if crashed.result.dead_letters or crashed.card_charges < len(PAYMENTS):
+        return hint(f"With a {deadline:g} s deadline and a {lease:g} s lease, after a crash the claim refused every "
+                    f"redelivery: {len(crashed.result.dead_letters)} of {len(PAYMENTS)} payments went to the dead-letter "
+                    "queue with nothing charged. The claim must end while the broker is still redelivering.")
+    waits = _charged_after(crashed.result.trace)
+    if waits.max() > RECOVERY_LIMIT:
+        slowest = str(waits.idxmax())
+        return hint(f"After a crash, {slowest} was charged {waits.max():g} s after its first delivery, over the "
+                    f"{RECOVERY_LIMIT:g} s allowed: the redelivery that may take over a dead claim comes only after "
+                    "both the lease and the deadline have run out. Think about how each one adds to the wait.")
+    return right(f"A {lease:g} s lease outlasts the longest payment ({DELIVERY_TO_ACK:g} s), so nothing was handed out "
+                 f"twice without a fault; a {deadline:g} s claim covers the work; after a crash every payment was "
+                 f"charged once, the slowest {waits.max():g} s after its first delivery.")

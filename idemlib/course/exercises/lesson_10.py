@@ -2,62 +2,110 @@
 
 from __future__ import annotations
 
-import datetime
-import math
+import re
+from collections.abc import Iterable
 from typing import Any
 
 import duckdb
+import numpy as np
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
-from idemlib.retention_and_ordering.ordering import OTHER_HISTORY, Writer, arrival_orders, explore_orderings
-from idemlib.retention_and_ordering.horizon import DAY, HOUR, RetentionConfig, late_duplicate
+from idemlib.facts import fact_seconds
+from idemlib.retention_and_ordering.horizon import DAY, DatedInbox, Incident, play_incident
+from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, Writer, arrival_orders,
+                                                     explore_orderings, interleaved_orders)
 
-__all__ = ["EXERCISE_CONFIG", "check_safe_retention", "check_version_guard"]
+__all__ = ["INCIDENTS", "KEEP_IDS", "check_safe_retention", "check_version_guard"]
 
-EXERCISE_CONFIG = RetentionConfig(queue_retention=7 * DAY, dlq_replay=10 * DAY, producer_retry=6 * HOUR)
-"""Exercise 1's set-up: a queue keeping messages 7 days, a DLQ replayed within 10 days, producer retries for 6 hours."""
+KEEP_IDS = 6 * DAY
+"""Exercise 1's inbox keeps IDs for 6 days (144 hours)."""
+
+INCIDENTS = (
+    Incident("A", sent=50 * 60, redriven=3 * DAY),
+    Incident("B", sent=50 * 60, redriven=3 * DAY, consumers_back=6.5 * DAY),
+    Incident("C", sent=50 * 60, redriven=10 * DAY),
+    Incident("D", sent=50 * 60, redriven=15 * DAY),
+    Incident("E", sent=50 * 60, consumers_back=3.5 * DAY),
+)
+"""Exercise 1's incidents, on an SQS standard queue keeping messages 4 days with a dead-letter queue keeping them
+14 days (both from ``data/facts.csv``): the producer's retry of m-7f3, 50 minutes after the first publish,
+A: fails, is dead-lettered, and the DLQ is redriven on day 3; B: the same, but consumers are down from the redrive
+until day 6.5; C: redriven on day 10; D: redriven on day 15; E: no failure, consumers down until day 3.5."""
 
 
-def _hours(answer: Any) -> float | None:
-    if isinstance(answer, datetime.timedelta):
-        return answer.total_seconds() / HOUR
-    if isinstance(answer, int | float) and not isinstance(answer, bool):
-        return float(answer)
-    return None
+def _outcomes() -> dict[str, str]:
+    queue, dlq = fact_seconds("sqs_retention_default"), fact_seconds("sqs_retention_max")
+    inbox = DatedInbox()
+    return {incident.name: play_incident(incident, KEEP_IDS, queue, dlq, inbox) for incident in INCIDENTS}
+
+
+def _caught_names(answer: Any) -> set[str] | str:
+    """The incidents the answer says the inbox survives, or why the answer cannot be read."""
+    names = {incident.name for incident in INCIDENTS}
+    if isinstance(answer, dict):
+        keys = {str(key).strip().upper(): value for key, value in answer.items()}
+        if set(keys) != names:
+            return f"a dict needs exactly the keys {', '.join(sorted(names))}; got {', '.join(sorted(keys)) or 'none'}"
+        if not all(isinstance(value, bool | np.bool_) for value in keys.values()):
+            return "each incident maps to True (the inbox survives it) or False (it charges again)"
+        return {name for name, value in keys.items() if value}
+    if isinstance(answer, str):
+        parts = [part for part in re.split(r"[\s,;]+", answer) if part]
+        answer = list(parts[0]) if len(parts) == 1 and set(parts[0].upper()) <= names else parts
+    if isinstance(answer, Iterable):
+        given = [str(item).strip().upper() for item in answer]
+        if not set(given) <= names:
+            strangers = ", ".join(sorted(set(given) - names))
+            return f"name incidents among {', '.join(sorted(names))}; {strangers} is not one"
+        return set(given)
+    return f"give the letters of the incidents the inbox survives, or a dict of letter to True/False, not {answer!r}"
 
 
 @exercise
-def check_safe_retention(keep_ids_hours: Any) -> Feedback:
-    """Lesson 10: how many hours the inbox must keep an ID under :data:`EXERCISE_CONFIG`.
+def check_safe_retention(survives: Any) -> Feedback:
+    """Lesson 10: which of :data:`INCIDENTS` an inbox keeping IDs for :data:`KEEP_IDS` survives without charging twice.
 
-    Accepts a number of hours or a ``datetime.timedelta``. A retention below the
-    horizon is played against the worst late duplicate, which it lets through; one more
-    than a day above the horizon is safe but refused as keeping IDs for nothing.
+    The answer is the set (or list, or string) of the incidents' letters it survives,
+    or a dict of every letter to True/False. Each incident is played on a dated DuckDB
+    inbox pruned every 15 minutes: survived means its copy was caught or never arrived.
     """
-    if (missing := blank(keep_ids_hours, "a number of hours (or a datetime.timedelta)")) is not None:
+    if (missing := blank(survives, "the set of the letters of the incidents the inbox survives (or a dict of "
+                                   "every letter to True or False)")) is not None:
         return missing
-    hours = _hours(keep_ids_hours)
-    if hours is None or not math.isfinite(hours) or hours <= 0:
-        return hint(f"Give a positive number of hours or a datetime.timedelta, not {keep_ids_hours!r}.")
-    horizon = EXERCISE_CONFIG.horizon() / HOUR
-    if hours < horizon:
-        # The latest copy can arrive at any moment up to the horizon: play it, and the pruning job, inside the gap.
-        gap = (horizon - hours) * HOUR
-        charged = late_duplicate(hours * HOUR, EXERCISE_CONFIG, prune_every=min(15 * 60, gap / 4),
-                                 replay_early=min(5 * 60, gap / 4)).attrs["total charged"]
-        if gap < HOUR:
-            return hint(f"With {hours:.10g} hours a retried copy replayed from the dead-letter queue in the last "
-                        f"{gap / 60:.3g} minutes before the horizon finds the ID pruned and charges ${charged} in all. "
-                        "A copy can arrive until the very end: add the three parts exactly, without rounding down.")
-        return hint(f"With {hours:.10g} hours the pruning job deletes m-7f3's ID before the latest copy can arrive: "
-                    f"a retried copy replayed from the dead-letter queue charges ${charged} in all. Which of the three "
-                    "ways a copy can still arrive did you leave out, and are all three in the same unit?")
-    if hours > horizon + 24:  # rounding up to whole days is fine; more keeps IDs no copy can still need
-        return hint(f"{hours:.10g} hours is safe but keeps every ID more than a day longer than any copy can "
-                    "arrive, so the table grows for nothing. Add up the three parts exactly: are all three in hours?")
-    margin = f" (with {hours - horizon:.10g} hours to spare)" if hours > horizon else ""
-    return right(f"{hours:.10g} hours covers the queue, the dead-letter replay and the producer's retries{margin}; "
-                 "the late replay finds the ID and is skipped.")
+    said = _caught_names(survives)
+    if isinstance(said, str):
+        return hint(said[0].upper() + said[1:] + ".")
+    outcomes = _outcomes()
+    survived = {name for name, outcome in outcomes.items() if outcome != "charged again"}
+    if said == survived:
+        return right("Each incident ends as you said: what decides is when the copy reaches the consumer, counted "
+                     "from the first delivery, against the 144 hours; a redriven message's retention starts again "
+                     "at the redrive, and a copy the dead-letter queue has already deleted never comes back.")
+    missed = {name: outcomes[name] for name in said - survived}  # said to survive, but charges again
+    feared = {name: outcomes[name] for name in survived - said}  # said to charge, but is survived
+    wrong = len(missed) + len(feared)
+    lines = [f"Incidents that end otherwise than you said: {wrong} of {len(INCIDENTS)}."]
+    if "B" in missed:
+        lines.append("A redriven message is a new message: from when does its retention count, and how long can it "
+                     "then wait for consumers that are down?")
+    if "C" in missed:
+        lines.append("The queue's 4 days do not bound a copy that went through the dead-letter queue: it comes "
+                     "back when it is redriven.")
+    if "D" in feared:
+        lines.append("Can a dead-letter queue still hand back a copy after its own retention, counted from the "
+                     "message's first enqueue, has run out?")
+    if feared.keys() - {"D"}:
+        lines.append("Some copy you expect to charge again arrives while the inbox still holds the ID: compare its "
+                     "arrival, counted from the first delivery, with the 144 hours.")
+    if missed.keys() - {"B", "C"}:
+        lines.append("Some copy you expect to be caught arrives after the inbox has pruned the ID.")
+    return hint(" ".join(lines))
+
+
+def _interleaved() -> list[tuple]:
+    """Every arrival order of each order alone, and runs with both orders' messages interleaved."""
+    first, second = arrival_orders(HISTORY), arrival_orders(OTHER_HISTORY, duplicated=OTHER_HISTORY[:1])
+    return first + second + interleaved_orders(first, second, per_order=1)
 
 
 @exercise
@@ -65,9 +113,10 @@ def check_version_guard(statement: Any) -> Feedback:
     """Lesson 10: an SQL statement that applies a status change only if it is newer than the row's version.
 
     It is run on DuckDB against every arrival order of order 1042's PAID, SHIPPED and
-    REFUNDED with duplicates of the first two, and of order 2077's PAID and SHIPPED
-    with a duplicate of PAID, both rows in the table: each run must end in its
-    order's newest status and leave the other order's row alone.
+    REFUNDED with duplicates of the first two, every arrival order of order 2077's PAID
+    and SHIPPED with a duplicate of PAID, and runs where both orders' messages arrive
+    interleaved: each run must end with every order in its newest status and leave an
+    order without messages alone.
     """
     if (missing := blank(statement, "an SQL statement using $order_id, $status and $version")) is not None:
         return missing
@@ -80,20 +129,25 @@ def check_version_guard(statement: Any) -> Feedback:
     if "$status" not in statement:
         return hint("The statement never writes the message's $status: each message brings the status to set.")
     try:
-        orders = arrival_orders() + arrival_orders(OTHER_HISTORY, duplicated=OTHER_HISTORY[:1])
-        explored = explore_orderings([Writer("yours", statement)], orders=orders)
+        explored = explore_orderings([Writer("yours", statement)], orders=_interleaved())
     except duckdb.Error as error:
         return hint(f"DuckDB refused the statement: {str(error).splitlines()[0]} The table is "
                     "orders(order_id, status, version); parameters are $order_id, $status, $version.")
     wrong = explored[~explored["right"]]
     if wrong.empty:
-        return right(f"All {len(explored)} arrival orders of both orders end in their newest status: an old message, "
-                     "or a late duplicate, no longer overwrites newer state.")
+        return right(f"All {len(explored)} runs, each order alone and both interleaved, end with every order in its "
+                     "newest status: an old message, or a late duplicate, no longer overwrites newer state.")
     trampled = wrong[~wrong["other order untouched"]]
     if not trampled.empty:
         first = trampled.iloc[0]
         return hint(f"Applying order {first['order']}'s messages ({first['arrival order']}) changed the other order's "
                     "row too. Which rows should one message's update touch?")
+    if (wrong["orders in the run"] > 1).all():
+        first = wrong.iloc[0]
+        return hint(f"Each order's messages alone end right, but {len(wrong)} runs with both orders interleaved end "
+                    f"wrong, for example {first['arrival order']} leaves order {first['order']} "
+                    f"{first['final status']}. Does the guard compare the message's version with its own order's row, "
+                    "and nothing else?")
     first = wrong.iloc[0]
     return hint(f"{len(wrong)} of {len(explored)} arrival orders end wrong, for example order {first['order']}'s "
                 f"{first['arrival order']} ends {first['final status']} (version {first['final version']}). Does the "

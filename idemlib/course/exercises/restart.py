@@ -1,4 +1,13 @@
-"""Running a learner's function again in a fresh Python process, as a restarted consumer would."""
+"""Running a learner's function again in a fresh Python process, as a restarted consumer would.
+
+A restart carries the program's text over, never its memory. The fresh process gets
+the function's source, the imports it uses, and the statements that define the other
+names it reads, and runs those statements again: a dict of remembered keys starts
+empty, a UUID made at start-up is a new one, a namespace constant written in the
+source is the same one. It runs as a consumer redeployed onto another machine, days
+later: another host name, time zone and clock, its own process ID and string-hash
+seed (``PYTHONHASHSEED``), so a key carrying any of those changes.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +19,55 @@ import subprocess
 import sys
 import textwrap
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-# A restarted consumer may run on another machine, in another time zone: each fresh process gets other ones.
-OTHER_MACHINES = (("consumer-2", "WEST+12"), ("consumer-3", "EAST-14"))  # POSIX zones: no tz database needed
+
+@dataclass(frozen=True)
+class Machine:
+    """Where and when the restarted consumer runs: a host name, a POSIX time zone, and how many seconds later."""
+
+    host: str
+    zone: str
+    seconds_later: float
+
+
+# POSIX zones need no tz database. 26.5 hours and 3.6 days later: another date, another UTC hour, another minute.
+OTHER_MACHINES = (Machine("consumer-2", "WEST+12", 26.5 * 3600), Machine("consumer-3", "EAST-14", 3.6 * 86400))
+
+# Put into the fresh process before the learner's code: the other machine's name and clock.
+_OTHER_MACHINE = '''
+import datetime as _dt, os as _os, platform as _platform, socket as _socket, time as _time
+_later, _host = {seconds!r}, {host!r}
+_real = {{name: getattr(_time, name) for name in ("time", "time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime")}}
+_time.time = lambda: _real["time"]() + _later
+_time.time_ns = lambda: _real["time_ns"]() + int(_later * 1e9)
+_time.localtime = lambda secs=None: _real["localtime"](_time.time() if secs is None else secs)
+_time.gmtime = lambda secs=None: _real["gmtime"](_time.time() if secs is None else secs)
+_time.ctime = lambda secs=None: _real["ctime"](_time.time() if secs is None else secs)
+_time.asctime = lambda t=None: _real["asctime"](_time.localtime() if t is None else t)
+_time.strftime = lambda format, t=None: _real["strftime"](format, _time.localtime() if t is None else t)
+class _Date(_dt.date):
+    @classmethod
+    def today(cls):
+        return cls.fromtimestamp(_time.time())
+class _DateTime(_dt.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return cls.fromtimestamp(_time.time(), tz)
+    @classmethod
+    def today(cls):
+        return cls.fromtimestamp(_time.time())
+    @classmethod
+    def utcnow(cls):
+        return cls.fromtimestamp(_time.time(), _dt.timezone.utc).replace(tzinfo=None)
+_dt.date, _dt.datetime = _Date, _DateTime
+_socket.gethostname = _platform.node = lambda: _host
+_socket.getfqdn = lambda name="": _host
+_uname = _os.uname()
+_os.uname = lambda: _os.uname_result((_uname.sysname, _host, _uname.release, _uname.version, _uname.machine))
+'''
 
 
 def _source_of(function: Any, name: str = "function_from_lambda") -> str:
@@ -37,53 +90,94 @@ def _source_of(function: Any, name: str = "function_from_lambda") -> str:
     raise SyntaxError("could not read the lambda's source; write the function with def")
 
 
-def _is_literal(value: Any) -> bool:
-    """True for a constant a fresh process can rebuild from its repr (a string, a number, a list of them, ...)."""
+def _program_texts(function: Any) -> list[str]:
+    """The text the function's module was run from: a notebook's cells in the order they ran, or the module's file."""
+    history = function.__globals__.get("_ih")  # IPython keeps every cell it ran, as Python
+    if isinstance(history, list):
+        return [cell for cell in history if isinstance(cell, str)]
     try:
-        return ast.literal_eval(repr(value)) == value
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False
+        return [inspect.getsource(sys.modules[function.__module__])]
+    except (KeyError, TypeError, OSError):
+        return []
 
 
-def _imports_for(function: Any, seen: set[int] | None = None) -> list[str]:
-    """Lines that give ``function`` what it uses from its globals: imports, constants, and helpers defined beside it."""
-    seen = {id(function)} if seen is None else seen
-    lines = []
-    for name in function.__code__.co_names:
-        if name not in function.__globals__:  # a builtin, or an attribute name
+def _bound_names(statement: ast.stmt) -> set[str]:
+    """The global names a top-level statement binds."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in statement.names}
+    targets = statement.targets if isinstance(statement, ast.Assign) else (
+        [statement.target] if isinstance(statement, ast.AnnAssign) and statement.value is not None else [])
+    return {node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)}
+
+
+def _definition(function: Any, name: str) -> tuple[str, ast.stmt] | None:
+    """The source of the last top-level statement that bound ``name`` where ``function`` was written, and its tree."""
+    found = None
+    for text in _program_texts(function):
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
             continue
+        for statement in tree.body:
+            if name in _bound_names(statement):
+                found = (ast.get_source_segment(text, statement) or "", statement)
+    return found
+
+
+def _names_read(code: types.CodeType) -> Iterator[str]:
+    """Every global name ``code`` may read, comprehensions and nested functions included."""
+    yield from code.co_names
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _names_read(constant)
+
+
+def _needed(function: Any, names: Iterator[str] | Sequence[str], done: set[str]) -> list[str]:
+    """Lines that give a fresh process the ``names`` ``function`` reads: imports, and the statements defining the rest.
+
+    Values are never copied in: a statement is carried as text and runs again.
+    """
+    lines: list[str] = []
+    for name in names:
+        if name in done or name not in function.__globals__:
+            continue
+        done.add(name)
         value = function.__globals__[name]
+        written_here = getattr(value, "__module__", None) in ("__main__", function.__module__)
         if isinstance(value, types.ModuleType):
             lines.append(f"import {value.__name__} as {name}")
-        elif isinstance(value, types.FunctionType) and value.__module__ in ("__main__", function.__module__):
-            if id(value) not in seen:  # a helper written beside it (in the notebook): its own needs, then its text
-                seen.add(id(value))
-                lines += [*_imports_for(value, seen), _source_of(value, name)]
-        elif callable(value) and getattr(value, "__module__", None) not in (None, "__main__"):
+        elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)) and not written_here:
             lines.append(f"from {value.__module__} import {value.__name__} as {name}")
-        elif _is_literal(value):
-            lines.append(f"{name} = {value!r}")
+        elif (definition := _definition(function, name)) is not None:
+            text, statement = definition
+            reads = [node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)]
+            lines += [*_needed(function, reads, done), text]
+        elif isinstance(value, types.FunctionType):
+            lines += [*_needed(function, _names_read(value.__code__), done), _source_of(value, name)]
+        else:
+            raise ValueError(f"{name!r} is not defined by any statement a restarted process could run again; "
+                             "define it in a cell of its own or inside the function")
     return lines
 
 
-def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], seed: int, host: str = "consumer-2",
-                     zone: str = "UTC") -> list[Any]:
+def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], machine: Machine, seed: int) -> list[Any]:
     """What ``function`` returns (as ``str``) for each tuple of ``arguments`` (JSON values), in a fresh Python process.
 
     A consumer that restarts (a redeploy, a crash) must compute the same key or
-    message ID for the same message, so the learner's function runs again in a new
-    interpreter, with its own process ID, its own string-hash seed
-    (``PYTHONHASHSEED``), and, as after a redeploy onto another machine, another
-    host name and time zone (so a value carrying the local date or hour changes too).
+    message ID for the same message. The fresh interpreter gets only the program's
+    text (see the module's docstring) and runs on ``machine``: its host name, time
+    zone and clock, with ``seed`` as its string-hash seed.
     """
     name = "function_from_lambda" if function.__name__ == "<lambda>" else function.__name__
-    other_machine = f"import platform, socket; socket.gethostname = platform.node = lambda: {host!r}"
-    program = "\n".join([other_machine, *_imports_for(function), _source_of(function),
+    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host),
+                         *_needed(function, _names_read(function.__code__), {name}), _source_of(function),
                          "import json, sys",
                          f"print(json.dumps([str({name}(*args)) for args in json.loads(sys.argv[1])]))"])
     done = subprocess.run([sys.executable, "-c", program, json.dumps([list(args) for args in arguments])],
                           capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": zone})
+                          env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": machine.zone, "HOSTNAME": machine.host})
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output")
     return json.loads(done.stdout)

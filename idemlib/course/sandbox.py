@@ -1,0 +1,223 @@
+"""Running a hand-in's code where it can reach nothing but its own scratch space.
+
+Two ways, the first that works here is used, and the grades name it:
+
+- ``bubblewrap`` (Debian's ``bwrap``): a new mount, pid, network, IPC and UTS namespace.
+  The only files visible are the system's programs and libraries, Python, the
+  course's package and its data, all read-only; ``/tmp`` is a small empty tmpfs, the
+  only writable place. Submissions, grades and home folders are not there at all.
+  There is no network but a loopback of its own, and every process dies with the
+  sandbox. Run as root, the code inside runs as an unprivileged user of its own
+  (one per worker, so a fork bomb in one sandbox cannot starve another); run as a
+  teacher's own user, bubblewrap makes a user namespace instead.
+- ``dedicated user`` (where bubblewrap cannot make namespaces, as root only): the code
+  runs as an unprivileged user of its own in an empty folder, so it can read only
+  what every user of the machine may read and write only that folder and ``/tmp``;
+  it keeps the machine's network. Weaker, and said so in the grades.
+
+Both bound each process's memory, file size and open files, the number of processes,
+and the time; what the code prints is drained and dropped past a limit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import idemlib
+
+BUBBLEWRAP, DEDICATED_USER = "bubblewrap", "dedicated user"
+FIRST_UID = 61000  # the unprivileged users sandboxes run as: 61000 + worker number (no account needed)
+SYSTEM = ("/usr", "/etc")  # read-only; /bin, /lib, /lib64 and /sbin are links into /usr on Debian
+
+
+class SandboxUnavailable(RuntimeError):
+    """Neither bubblewrap nor a dedicated user can be had: hand-ins are not run unconfined."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one hand-in may use. Memory and file size are per process; processes are per sandbox."""
+
+    seconds: float = 300
+    memory_bytes: int = 3 << 30  # address space: pandas, DuckDB and matplotlib need about 1.5 GiB of it
+    processes: int = 64
+    file_bytes: int = 64 << 20
+    scratch_bytes: int = 256 << 20  # the tmpfs at /tmp
+    open_files: int = 256
+    kept_output_bytes: int = 4096  # of what it prints on stderr, the last part is kept for the teacher
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a sandboxed run ended: its exit status (None if stopped at its time limit), its report, its last words."""
+
+    returncode: int | None
+    report: bytes
+    stderr_tail: str
+
+
+def _probe(command: list[str]) -> bool:
+    try:
+        return subprocess.run(command, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@cache
+def available_mode() -> str:
+    """The strongest confinement this machine allows; :class:`SandboxUnavailable` if none."""
+    if shutil.which("bwrap") and _probe(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                                         "--proc", "/proc", "--", "true"]):
+        return BUBBLEWRAP
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        return DEDICATED_USER
+    raise SandboxUnavailable("hand-ins are run in a sandbox and none is available here: install bubblewrap "
+                             "(apt-get install bubblewrap) or grade as root, which runs them as a user of their own")
+
+
+def readable_paths() -> list[Path]:
+    """What the code inside needs to read besides the system: Python (the venv and the one it came from),
+    the course's package and its data folder."""
+    package = Path(idemlib.__file__).resolve().parent
+    paths = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package, package.parent / "data"}
+    return sorted(path for path in paths if path.exists())
+
+
+def _ancestors(paths: list[Path]) -> list[Path]:
+    found = {parent for path in paths for parent in path.parents if str(parent) not in ("/", *SYSTEM)}
+    return sorted(found, key=lambda p: len(p.parts))
+
+
+def bubblewrap_command(inner: list[str], limits: Limits, hidden: list[Path], *, readable: list[Path] | None = None,
+                       root: bool | None = None) -> list[str]:
+    """``bwrap`` arguments: system and ``readable`` (Python and the course) read-only, a tmpfs /tmp,
+    nothing else, no network. ``root`` (whether we are root, by default as we are) picks the namespaces."""
+    readable = readable_paths() if readable is None else readable
+    command = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if os.geteuid() == 0 if root is None else root:
+        command.remove("--cap-drop")
+        command.remove("ALL")
+        # As root, no user namespace: the code drops to an unprivileged user inside (setpriv below),
+        # so the process limit counts that user's processes, not root's (for whom it does not apply).
+        command[1:2] = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    # The scratch tmpfs first, so Python or the course living under /tmp (a test's venv) still shows through.
+    command += ["--dev", "/dev", "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp"]
+    for path in SYSTEM:
+        command += ["--ro-bind", path, path]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        if Path(f"/{link}").is_symlink():
+            command += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+    for parent in _ancestors(readable):
+        command += ["--perms", "0755", "--dir", str(parent)]  # bwrap would make them 0700, closed to the user
+    for path in readable:
+        command += ["--ro-bind", str(path), str(path)]
+    for path in hidden:  # a submissions or grades folder inside a readable one is covered over
+        if any(path.resolve().is_relative_to(shown) for shown in readable):
+            command += ["--tmpfs", str(path.resolve())]
+    command += ["--chdir", "/tmp", "--"]
+    return command + inner
+
+
+def _prlimit(limits: Limits, processes: int) -> list[str]:
+    return ["prlimit", f"--as={limits.memory_bytes}", f"--fsize={limits.file_bytes}", f"--nproc={processes}",
+            f"--nofile={limits.open_files}", f"--cpu={int(limits.seconds) + 5}", "--core=0", "--"]
+
+
+def _as_user(uid: int) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--"]
+
+
+def _own_processes() -> int:
+    """How many processes the current user has now (the process limit counts them all)."""
+    uid = os.getuid()
+    return sum(1 for entry in Path("/proc").iterdir() if entry.name.isdigit() and _owner(entry) == uid)
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
+
+
+def command_for(argv: list[str], *, mode: str, slot: int, limits: Limits, hidden: list[Path],
+                scratch: Path) -> list[str]:
+    """The whole command line for ``argv`` under ``mode``: limits, confinement, user, and a clean
+    environment whose home and temporary folder are the only writable place (the tmpfs inside
+    bubblewrap, the empty ``scratch`` folder for a dedicated user)."""
+    own = "/tmp" if mode == BUBBLEWRAP else str(scratch)
+    environment = ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={own}", f"TMPDIR={own}", f"MPLCONFIGDIR={own}",
+                   "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8",
+                   f"PYTHONPATH={Path(idemlib.__file__).resolve().parent.parent}"]
+    root = os.geteuid() == 0
+    if mode == BUBBLEWRAP:
+        inner = (_as_user(FIRST_UID + slot) if root else []) + environment + argv
+        processes = limits.processes if root else _own_processes() + limits.processes
+        return _prlimit(limits, processes) + bubblewrap_command(inner, limits, hidden)
+    return _prlimit(limits, limits.processes) + _as_user(FIRST_UID + slot) + environment + argv
+
+
+def run(argv: list[str], stdin: bytes, *, slot: int = 0, limits: Limits = Limits(), hidden: list[Path] = (),
+        mode: str | None = None) -> Outcome:
+    """Run ``argv`` confined, feed it ``stdin``, and collect what it writes on its report pipe
+    (whose number is put in place of ``{report}`` in ``argv``) until it ends or its time is up."""
+    mode = mode or available_mode()
+    with tempfile.TemporaryDirectory(prefix="idemlib-sandbox-") as folder:
+        scratch = Path(folder)
+        if mode == DEDICATED_USER:
+            os.chown(scratch, FIRST_UID + slot, FIRST_UID + slot)
+        read_end, write_end = os.pipe()
+        command = command_for([part.replace("{report}", str(write_end)) for part in argv], mode=mode, slot=slot,
+                              limits=limits, hidden=list(hidden), scratch=scratch)
+        child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 pass_fds=(write_end,), cwd=scratch, start_new_session=True)
+        os.close(write_end)
+        report, errors = bytearray(), bytearray()
+        readers = [threading.Thread(target=_drain, args=(read_end, report, 1 << 20), daemon=True),
+                   threading.Thread(target=_drain, args=(child.stderr.fileno(), errors, limits.kept_output_bytes,
+                                                         True), daemon=True)]
+        for reader in readers:
+            reader.start()
+        try:
+            child.stdin.write(stdin)
+            child.stdin.close()
+        except BrokenPipeError:  # it ended before reading its job; its status says why
+            pass
+        try:
+            returncode: int | None = child.wait(timeout=limits.seconds)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        _stop(child, mode, slot)
+        for reader in readers:
+            reader.join(timeout=10)
+        os.close(read_end)
+        return Outcome(returncode, bytes(report), errors.decode(errors="replace"))
+
+
+def _drain(fd: int, into: bytearray, keep: int, tail: bool = False) -> None:
+    """Read ``fd`` to its end; keep its first (or last) ``keep`` bytes, drop the rest (a flood costs nothing)."""
+    while chunk := os.read(fd, 1 << 16):
+        into += chunk
+        if len(into) > keep:
+            del into[slice(None, len(into) - keep) if tail else slice(keep, None)]
+
+
+def _stop(child: subprocess.Popen[bytes], mode: str, slot: int) -> None:
+    """End everything the run started: bubblewrap's namespace dies with it; a dedicated user's processes
+    are all killed, wherever they moved (a new session, a double fork)."""
+    try:
+        os.killpg(child.pid, 9)
+    except ProcessLookupError:
+        pass
+    child.wait()
+    if mode == DEDICATED_USER:
+        subprocess.run(_as_user(FIRST_UID + slot) + ["kill", "-9", "-1"], capture_output=True)

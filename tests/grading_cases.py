@@ -1,0 +1,46 @@
+"""Hand-ins for the grading tests: a two-exercise lesson made for them (it calls the real checks,
+so its runs start fast) and student copies of it with answers and edits."""
+
+from __future__ import annotations
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from idemlib.course.publish import student_copy
+
+SETUP = "from idemlib.course.exercises import check_running_example, check_overcharge\nfrom idemlib import Message"
+RIGHT = 'message = Message.charge("m-7f3", 1042, 40)'
+
+
+def tiny_lesson() -> nbformat.NotebookNode:
+    """A lesson with two exercises, in the course's form (goals, solution cells, checks)."""
+    def solution(source: str) -> nbformat.NotebookNode:
+        cell = new_code_cell(source)
+        cell.metadata["tags"] = ["solution"]
+        return cell
+
+    return new_notebook(cells=[
+        new_markdown_cell("# 90 · Tiny\n\n**In this lesson you will**\n\n- grade"),
+        new_code_cell(SETUP),
+        new_markdown_cell("**Exercise 1.** The running example."),
+        solution(RIGHT),
+        new_code_cell("check_running_example(message)"),
+        new_markdown_cell("**Exercise 2.** The overcharge."),
+        solution("answer = 0"),
+        new_code_cell("check_overcharge(answer, messages=20)"),
+        new_markdown_cell("## Summary"),
+    ])
+
+
+def handed_in(lesson: nbformat.NotebookNode, answer: str | None = None, *, edit=None) -> nbformat.NotebookNode:
+    """A student copy of ``lesson`` with the first blank filled by ``answer``, then ``edit`` applied to its cells."""
+    notebook = student_copy(lesson, "90_tiny")
+    if answer is not None:
+        notebook.cells[3].source = answer
+    if edit:
+        edit(notebook.cells)
+    return notebook
+
+
+def swap_answer_and_check(cells):
+    cells[3], cells[4] = cells[4], cells[3]

@@ -1,0 +1,111 @@
+"""The sandbox a hand-in runs in: what it can see, write and reach, as root and as an ordinary user.
+
+These run small programs (a shell, the system's Python) rather than a whole hand-in, so
+each takes well under a second; tests/test_grade_hostile.py grades hand-ins in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from idemlib.course import sandbox
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+NEEDS_BWRAP = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+PROBE = Path(__file__).resolve()  # a file of the teacher's checkout: never visible inside
+# What the code inside finds, reported on its report pipe (the system's Python: no course needed).
+LOOK = f"""
+import json, os, socket
+def can(action):
+    try:
+        action()
+        return True
+    except OSError:
+        return False
+def connect():
+    socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
+found = {{"uid": os.getuid(), "sees_checkout": os.path.exists({str(PROBE)!r}),
+         "sees_home": os.path.exists("/root/.bashrc") or os.path.isdir("/home/" + "x"),
+         "writes_tmp": can(lambda: open("/tmp/x", "w").write("x")),
+         "writes_usr": can(lambda: open("/usr/x", "w").write("x")),
+         "reaches_loopback_server": can(connect)}}
+os.write(int("{{report}}"), json.dumps(found).encode())
+"""
+
+
+def look(mode: str) -> dict[str, object]:
+    outcome = sandbox.run(["/usr/bin/python3", "-c", LOOK], b"", mode=mode, slot=7,
+                          limits=sandbox.Limits(seconds=30))
+    assert outcome.returncode == 0, outcome.stderr_tail
+    return json.loads(outcome.report)
+
+
+@ROOT_ONLY
+@NEEDS_BWRAP
+def test_as_root_bubblewrap_runs_the_code_as_a_user_of_its_own_seeing_only_the_system():
+    found = look(sandbox.BUBBLEWRAP)
+    assert found == {"uid": sandbox.FIRST_UID + 7, "sees_checkout": False, "sees_home": False, "writes_tmp": True,
+                     "writes_usr": False, "reaches_loopback_server": False}
+
+
+@ROOT_ONLY
+def test_the_dedicated_user_fallback_runs_as_that_user_and_writes_nothing_of_the_system():
+    found = look(sandbox.DEDICATED_USER)
+    # Weaker, as the grades say: it may see what every user may see, and the network.
+    assert found["uid"] == sandbox.FIRST_UID + 7 and found["writes_tmp"] is True and found["writes_usr"] is False
+
+
+@ROOT_ONLY
+@NEEDS_BWRAP
+def test_bubblewrap_also_works_for_an_ordinary_user(tmp_path):
+    """A teacher who is not root: bubblewrap makes a user namespace. Run as an unprivileged user
+    (the course's Python may live in root's home, so the program here is the system's shell)."""
+    inner = ["/bin/sh", "-c", f"id -u; test -e {PROBE} && echo sees-checkout; test -e /root && echo sees-root; "
+                              "echo x > /tmp/x && echo writes-tmp; (echo x > /usr/x) 2>/dev/null && echo writes-usr; "
+                              "true"]
+    command = sandbox.bubblewrap_command(inner, sandbox.Limits(), [], readable=[], root=False)
+    user = ["setpriv", "--reuid=61099", "--regid=61099", "--clear-groups", "--inh-caps=-all", "--"]
+    done = subprocess.run(user + command, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["61099", "writes-tmp"]
+
+
+@ROOT_ONLY
+@NEEDS_BWRAP
+def test_a_fork_bomb_stops_at_the_process_limit_and_nothing_outlives_the_run():
+    bomb = ("import os, time\nborn = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n"
+            "            time.sleep(600)\n            os._exit(0)\n        born += 1\n"
+            "    except OSError:\n        break\n"
+            "os.write(int('{report}'), str(born).encode())\ntime.sleep(600)")
+    outcome = sandbox.run(["/usr/bin/python3", "-c", bomb], b"", mode=sandbox.BUBBLEWRAP, slot=6,
+                          limits=sandbox.Limits(seconds=15, processes=20))
+    assert outcome.returncode is None  # it slept on, and was stopped at its time limit
+    assert 0 < int(outcome.report) < 20
+    left = subprocess.run(["pgrep", "-u", str(sandbox.FIRST_UID + 6)], capture_output=True, text=True)
+    assert left.stdout == ""
+
+
+def test_without_bubblewrap_or_root_grading_refuses_rather_than_run_unconfined(monkeypatch):
+    sandbox.available_mode.cache_clear()
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    try:
+        with pytest.raises(sandbox.SandboxUnavailable, match="install bubblewrap"):
+            sandbox.available_mode()
+    finally:
+        sandbox.available_mode.cache_clear()
+
+
+def test_what_it_prints_is_dropped_past_a_small_tail():
+    flood = "import os\nfor _ in range(2000):\n    os.write(2, b'y' * 100_000)\nos.write(2, b'the end')"
+    outcome = sandbox.run([sys.executable if os.geteuid() else "/usr/bin/python3", "-c", flood], b"",
+                          limits=sandbox.Limits(seconds=60))
+    assert outcome.returncode == 0
+    assert len(outcome.stderr_tail) <= sandbox.Limits().kept_output_bytes and outcome.stderr_tail.endswith("the end")
