@@ -14,7 +14,14 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # into the venv's own JupyterLab settings, never the user's home.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: lab test bench html student grade clean
+.PHONY: lab test bench html student grade clean stop
+
+# PostgreSQL, Redis and NATS start by themselves when a lesson or test first needs one
+# (idemlib/servers, from the venv's pip packages). Each belongs to the command that started
+# it: `make lab`, `make test` (and html, grade, bench) stop theirs when they end, Ctrl-C included, and leave alone
+# those another command started. `make stop` stops any left running.
+OWN_SERVERS  = IDEMLIB_SERVERS_OWNER=$@-$$$$; export IDEMLIB_SERVERS_OWNER; trap : INT TERM;
+STOP_SERVERS = status=$$?; $(BIN)/python -m idemlib.servers stop --owner $$IDEMLIB_SERVERS_OWNER; exit $$status
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(f"The course needs Python 3.11 or newer; $(PYTHON) is {v.major}.{v.minor}. Run: make PYTHON=python3.11 ...") if v < (3, 11) else None'
@@ -27,13 +34,13 @@ $(LAB_SETTINGS): jupyter/overrides.json $(STAMP)
 	install -D -m 644 jupyter/overrides.json $@
 
 lab: $(STAMP) $(LAB_SETTINGS)
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb $(ROOT_FLAG) $(LAB_ARGS)
+	$(OWN_SERVERS) $(BIN)/jupyter lab notebooks/00_start_here.ipynb $(ROOT_FLAG) $(LAB_ARGS); $(STOP_SERVERS)
 
 test: $(STAMP) $(LAB_SETTINGS)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(OWN_SERVERS) $(BIN)/python -m pytest $(PYTEST_ARGS); $(STOP_SERVERS)
 
 html: $(STAMP)
-	$(BIN)/python -m idemlib.course html build/html
+	$(OWN_SERVERS) $(BIN)/python -m idemlib.course html build/html; $(STOP_SERVERS)
 
 student: $(STAMP)
 	$(BIN)/python -m idemlib.course student build/student
@@ -41,11 +48,13 @@ student: $(STAMP)
 # make grade SUBMISSIONS=folder [LESSON=02]: runs every handed-in notebook, writes build/grades/.
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "Say where the submissions are: make grade SUBMISSIONS=folder"; exit 2; }
-	$(BIN)/python -m idemlib.course grade "$(SUBMISSIONS)" $(if $(LESSON),--lesson $(LESSON))
+	$(OWN_SERVERS) $(BIN)/python -m idemlib.course grade "$(SUBMISSIONS)" $(if $(LESSON),--lesson $(LESSON)); $(STOP_SERVERS)
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_overhead.py
-	$(BIN)/python benchmarks/bench_inbox_cost.py
+	$(OWN_SERVERS) $(BIN)/python benchmarks/bench_overhead.py && $(BIN)/python benchmarks/bench_inbox_cost.py; $(STOP_SERVERS)
 
-clean:
+stop:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m idemlib.servers stop; fi
+
+clean: stop
 	rm -rf $(VENV) build .pytest_cache .hypothesis

@@ -279,7 +279,7 @@ def race_engines() -> tuple[dict[str, Callable[[], SqlPayments]], str]:
     if reason is None:
         engines["PostgreSQL"] = PostgresPayments
         return engines, "PostgreSQL server found: all three engines are real."
-    if require_servers():
+    if require_servers("postgres"):
         raise RuntimeError(reason)
     return engines, f"Skipping PostgreSQL. {reason}"
 

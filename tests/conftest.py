@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -23,13 +24,31 @@ from idemlib.stores import (
     require_servers,
 )
 
+_OWNER = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark the servers the course starts during this run as this run's, unless ``make`` already named an owner."""
+    if not os.environ.get("IDEMLIB_SERVERS_OWNER"):
+        os.environ["IDEMLIB_SERVERS_OWNER"] = config.stash[_OWNER] = f"pytest-{os.getpid()}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the servers this run started (lesson kernels inherit the owner), and no one else's."""
+    owner = config.stash.get(_OWNER, None)
+    if owner is not None:
+        from idemlib.servers import OWN_KINDS, local
+
+        local.stop(list(OWN_KINDS.values()), owner=owner)
+        del os.environ["IDEMLIB_SERVERS_OWNER"]
+
 
 def need(reason: str | None) -> None:
-    """Given why a server is missing (None: it answers), skip with instructions, or fail where servers
-    are required (CI)."""
+    """Given why a server is missing (None: it answers), skip with instructions, or fail where
+    ``IDEMLIB_REQUIRE_SERVERS`` requires that server (CI)."""
     if reason is not None:
-        if require_servers():
-            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
+        if require_servers(getattr(reason, "server", None)):
+            pytest.fail(f"IDEMLIB_REQUIRE_SERVERS requires it. {reason}")
         pytest.skip(reason)
 
 
@@ -105,6 +124,22 @@ def cache(request):
     return real_redis()
 
 
+@pytest.fixture
+def servers_dir(monkeypatch):
+    """A folder of the test's own for the course's servers (``IDEMLIB_SERVERS_DIR``), which ``nobody`` (their user
+    under root) can reach; every server started in it is stopped afterwards, and no other."""
+    from idemlib.servers import OWN_KINDS, forget, local
+
+    folder = Path(tempfile.mkdtemp(prefix="idemlib-servers-"))
+    folder.chmod(0o755)
+    monkeypatch.setenv("IDEMLIB_SERVERS_DIR", str(folder))
+    forget()
+    yield folder
+    local.stop(list(OWN_KINDS.values()), folder)
+    forget()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]
@@ -116,7 +151,7 @@ def browser():
     missing; where servers are required (CI), that is a failure."""
     if not Path(CHROMIUM).exists():
         message = "Chromium is not installed: `sudo apt-get install chromium` (Debian) to run the browser tests."
-        if require_servers():
+        if require_servers("chromium"):
             pytest.fail(message)
         pytest.skip(message)
     from playwright.sync_api import sync_playwright

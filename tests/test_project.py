@@ -22,8 +22,9 @@ CONDA_NAMES = {"python-duckdb": "duckdb", "psycopg[binary]": "psycopg", "redis-p
 
 
 def requirement(spec: str) -> tuple[str, str]:
-    name, _, lower_bound = spec.replace(" ", "").partition(">=")
-    return CONDA_NAMES.get(name, name).lower(), lower_bound
+    spec = spec.partition(";")[0].replace(" ", "")  # a platform marker is pip's to read
+    name, _, version = spec.partition(">=" if ">=" in spec else "==")
+    return CONDA_NAMES.get(name, name).lower(), version
 
 
 def test_environment_yml_installs_what_pyproject_asks_for():
@@ -33,7 +34,8 @@ def test_environment_yml_installs_what_pyproject_asks_for():
         wanted.update(requirement(s) for s in specs if not s.startswith("idemlib["))
     conda = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
     pip_part = next(item["pip"] for item in conda if isinstance(item, dict))
-    listed = dict(requirement(s) for s in conda if isinstance(s, str) and not s.startswith(("python>", "pip")))
+    listed = dict(requirement(s) for s in [*conda, *pip_part]
+                  if isinstance(s, str) and not s.startswith(("python>", "pip", "-e")))
     assert listed == wanted
     assert "-e ." in pip_part
 

@@ -201,7 +201,7 @@ class RabbitChannel:
             reason = (f"RabbitMQ at {RABBITMQ.url()} did not time the consumer out within {LEASE_WAIT_SECONDS:g} s: its "
                       "consumer_timeout is longer (30 minutes by default, checked once a minute). The course's "
                       ".ci/start-rabbitmq sets it to 1 s, checked every 0.25 s.")
-            if require_servers():
+            if require_servers("rabbitmq"):
                 raise LeaseNotExpired(reason)
             print(f"{reason} Closing the channel here instead, as the timeout would.")
             channel.close()

@@ -403,7 +403,7 @@ def postgres_for_lesson() -> str | None:
     reason = postgres_unavailable()
     if reason is None:
         return postgres_url()
-    if require_servers():
+    if require_servers("postgres"):
         raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
     print(f"{reason} The PostgreSQL measurements of this lesson are skipped.")
     return None

@@ -1,79 +1,40 @@
-"""The real servers the course can use, where to find them, and what to say when one is missing.
+"""The real servers the course uses, where it finds them, and what it says when one is missing.
 
-Each server has an ``IDEMLIB_NAME_URL`` variable with a loopback default and a
-``.ci/start-NAME`` script that installs and starts it on Debian or Ubuntu. Locally a
-missing server is skipped (or replaced by a model) with a message saying how to
-start it; where ``IDEMLIB_REQUIRE_SERVERS=1`` (CI), a missing server is an error.
+PostgreSQL, Redis (Valkey) and NATS need no root: where ``IDEMLIB_NAME_URL`` is not
+set and nothing listens at the default address, the course starts its own on first
+use from the binaries its pip packages ship (:mod:`idemlib.servers.local`), and
+``make lab`` / ``make test`` stop it when they end (``make stop`` stops any left).
+RabbitMQ has no such package: ``sudo .ci/start-rabbitmq`` (Debian or Ubuntu), or
+the lesson's model. ``IDEMLIB_REQUIRE_SERVERS`` turns a missing server from a
+skip into an error (:mod:`idemlib.servers.policy`).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from idemlib.servers import nats, postgres, valkey
+from idemlib.servers.base import Server, Unavailable, forget
+from idemlib.servers.policy import ServerMissing, ready, require_servers, required
 
-
-@dataclass(frozen=True)
-class Server:
-    """One real server: its name in prose, its URL variable and default, and its start script."""
-
-    name: str
-    variable: str
-    default_url: str
-    start_script: str
-
-    def url(self) -> str:
-        """Where the course looks for this server: its variable, or the loopback default."""
-        return os.environ.get(self.variable, self.default_url)
-
-    def how_to_start(self) -> str:
-        """One sentence telling a reader how to get this server running."""
-        return (f"Start one with `sudo {self.start_script}` (Debian or Ubuntu: installs and starts it on loopback), "
-                f"or point {self.variable} at a server of your own.")
-
-    def unavailable(self, timeout: float = 2.0) -> str | None:
-        """None when something accepts connections at this server's address; otherwise why not, and how to start one.
-
-        A TCP connection is enough to tell "not running" from "running"; the clients
-        report anything subtler (a wrong password, a missing feature) themselves.
-        """
-        parts = urlsplit(self.url())
-        try:
-            with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 0), timeout=timeout):
-                return None
-        except OSError as error:
-            return f"{self.name} is not reachable at {self.url()} ({type(error).__name__}). {self.how_to_start()}"
-
-
-RABBITMQ = Server("RabbitMQ", "IDEMLIB_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F", ".ci/start-rabbitmq")
-NATS = Server("NATS JetStream", "IDEMLIB_NATS_URL", "nats://127.0.0.1:4222", ".ci/start-nats")
-
-
-def require_servers() -> bool:
-    """Whether a missing server is an error rather than a skip (CI sets ``IDEMLIB_REQUIRE_SERVERS=1``)."""
-    return os.environ.get("IDEMLIB_REQUIRE_SERVERS", "") not in ("", "0")
-
-
-class ServerMissing(RuntimeError):
-    """A server the run needs is not there, and servers are required (``IDEMLIB_REQUIRE_SERVERS=1``)."""
+POSTGRES = Server("PostgreSQL", "postgres", "IDEMLIB_POSTGRES_URL",
+                  "postgresql://postgres:postgres@127.0.0.1:5432/idemlib", ".ci/start-postgres",
+                  postgres.POSTGRES_KIND, postgres.version)
+REDIS = Server("Redis", "redis", "IDEMLIB_REDIS_URL", "redis://127.0.0.1:6379/0", ".ci/start-redis",
+               valkey.VALKEY_KIND, valkey.version)
+NATS = Server("NATS JetStream", "nats", "IDEMLIB_NATS_URL", "nats://127.0.0.1:4222", ".ci/start-nats",
+              nats.NATS_KIND, nats.version)
+RABBITMQ = Server("RabbitMQ", "rabbitmq", "IDEMLIB_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F",
+                  ".ci/start-rabbitmq")
+SERVERS = {server.key: server for server in (POSTGRES, REDIS, NATS, RABBITMQ)}
+"""Every real server, by its short name."""
+OWN_KINDS = {server.key: server.kind for server in SERVERS.values() if server.kind is not None}
+"""The servers the course can start by itself from pip, by short name."""
 
 
 def available(server: Server) -> bool:
     """True when ``server`` answers. When it does not, print why and how to start it, or raise
-    :class:`ServerMissing` where servers are required, so a lesson can fall back to a model."""
+    :class:`ServerMissing` where it is required, so a lesson can fall back to a model."""
     return ready(server.unavailable(), "Using the simulated model for this part instead.")
 
 
-def ready(reason: str | None, otherwise: str) -> bool:
-    """True when ``reason`` (why a server cannot be reached, from any ``..._unavailable()``) is None.
-
-    Otherwise raise :class:`ServerMissing` where servers are required, or print the
-    reason and ``otherwise``, what the lesson does instead.
-    """
-    if reason is None:
-        return True
-    if require_servers():
-        raise ServerMissing(f"IDEMLIB_REQUIRE_SERVERS is set. {reason}")
-    print(f"{reason} {otherwise}")
-    return False
+__all__ = ["NATS", "OWN_KINDS", "POSTGRES", "RABBITMQ", "REDIS", "SERVERS", "Server", "ServerMissing", "Unavailable",
+           "available", "forget", "ready", "require_servers", "required"]

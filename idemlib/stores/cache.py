@@ -8,17 +8,13 @@ together: that is the lesson.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Protocol
 
 import redis
 
 from idemlib.clock import VirtualClock
-
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-HOW_TO_START_REDIS = ("Start one with `sudo .ci/start-redis` (Debian or Ubuntu: installs and starts redis-server on "
-                      "127.0.0.1:6379), or point IDEMLIB_REDIS_URL at a server of your own.")
+from idemlib.servers import REDIS
 
 
 class Cache(Protocol):
@@ -28,8 +24,8 @@ class Cache(Protocol):
 
 
 def redis_url() -> str:
-    """Where the course looks for Redis: ``IDEMLIB_REDIS_URL``, or a local default."""
-    return os.environ.get("IDEMLIB_REDIS_URL", DEFAULT_REDIS_URL)
+    """Where the course finds Redis: ``IDEMLIB_REDIS_URL``, a server at the default address, or its own."""
+    return REDIS.url()
 
 
 def redis_unavailable() -> str | None:
@@ -38,7 +34,7 @@ def redis_unavailable() -> str | None:
         redis.Redis.from_url(redis_url(), socket_connect_timeout=2).ping()
         return None
     except redis.RedisError as error:
-        return f"Redis is not reachable at {redis_url()} ({type(error).__name__}). {HOW_TO_START_REDIS}"
+        return REDIS.reason(type(error).__name__)
 
 
 def real_redis() -> redis.Redis:

@@ -9,20 +9,15 @@ import weakref
 import psycopg
 from psycopg import errors
 
-from idemlib.servers import require_servers  # noqa: F401 - re-exported by idemlib.stores
+from idemlib.servers import POSTGRES, require_servers  # noqa: F401 - re-exported by idemlib.stores
 from idemlib.stores.sql import Cursor, SqlPayments
 
-DEFAULT_URL = "postgresql://postgres:postgres@127.0.0.1:5432/idemlib"
-HOW_TO_START = (
-    "Start one with `sudo .ci/start-postgres` (Debian or Ubuntu: installs and starts PostgreSQL on 127.0.0.1:5432), "
-    "or point IDEMLIB_POSTGRES_URL at a server of your own."
-)
 _runs = itertools.count(1)
 
 
 def postgres_url() -> str:
-    """Where the course looks for PostgreSQL: ``IDEMLIB_POSTGRES_URL``, or a local default."""
-    return os.environ.get("IDEMLIB_POSTGRES_URL", DEFAULT_URL)
+    """Where the course finds PostgreSQL: ``IDEMLIB_POSTGRES_URL``, a server at the default address, or its own."""
+    return POSTGRES.url()
 
 
 def postgres_unavailable() -> str | None:
@@ -31,7 +26,7 @@ def postgres_unavailable() -> str | None:
         with psycopg.connect(postgres_url(), connect_timeout=3):
             return None
     except Exception as error:  # noqa: BLE001 - any failure to connect means the same thing here
-        return f"PostgreSQL is not reachable at {postgres_url()} ({type(error).__name__}). {HOW_TO_START}"
+        return POSTGRES.reason(type(error).__name__)
 
 
 def _drop_schema(url: str, schema: str) -> None:
