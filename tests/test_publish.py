@@ -81,8 +81,12 @@ def test_deliberate_errors_show_one_line_and_no_page_shows_a_local_path(site):
         text = page.read_text()
         assert str(ROOT) not in text and "/tmp/" not in text and "site-packages" not in text, page.name
         assert "Traceback" not in text and "most recent call last" not in text, page.name
-    lesson = (out / "00_start_here.html").read_text()
-    assert "BadMessage:" in lesson or "ValueError:" in lesson
+    for path in LESSONS:
+        raising = [cell for cell in nbformat.read(path, as_version=4).cells
+                   if "raises-exception" in cell.metadata.get("tags", [])]
+        shown = re.findall(r'class="output stderr[^"]*"><div class="highlight"><pre><span></span>(\w+): ',
+                           (out / f"{path.stem}.html").read_text())
+        assert len(shown) >= len(raising), f"{path.name}: a deliberate error is not shown as its one line"
 
 
 def test_dollar_amounts_read_as_dollars_on_the_site(site):
