@@ -58,8 +58,9 @@ def test_every_page_loads_cleanly_with_its_images_sidebar_and_folded_answers(bro
         if name in LESSON_PAGES:
             images = page.evaluate("[...document.images].filter(i => i.src.includes('_images')).map(i => i.complete && i.naturalWidth > 0)")
             assert images and all(images), f"{name}: an image did not load"
-            assert page.locator("h2 a.headerlink").count() > 0, f"{name}: headings need links"
-            assert "On this page" in page.locator(".bd-sidebar-secondary").inner_text()
+            assert page.locator(".bd-article h2 a.headerlink").count() > 0, f"{name}: headings need links"
+            on_this_page = page.locator(".bd-sidebar-secondary nav.page-toc").inner_text()
+            assert page.locator(".bd-article h2").first.inner_text().strip("#¶ \n") in on_this_page, f"{name}: no page contents"
             folded = page.evaluate("[...document.querySelectorAll('details.solution')].map(d => d.open)")
             assert folded and not any(folded), f"{name}: answers must start folded"
             fold = page.locator("details.solution").first

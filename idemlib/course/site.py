@@ -55,6 +55,7 @@ html_theme_options = {
     "use_fullscreen_button": False,
     "navigation_with_keys": True,
 }
+html_context = {"default_mode": "light"}  # the plots are drawn for a white page
 myst_heading_anchors = 3
 nb_execution_mode = "off"
 # With no kernel behind a page, a widget's own HTML (the step-through's storyboard and player)
@@ -138,7 +139,12 @@ def site_notebook(notebook: NotebookNode) -> NotebookNode:
     page = copy.deepcopy(notebook)
     page.metadata.pop("widgets", None)  # the widgets' own HTML stands in; no widget manager to load
     cells: list[NotebookNode] = []
+    lesson, section = title_of(notebook), title_of(notebook)
     for index, cell in enumerate(page.cells):
+        if cell.cell_type == "markdown" and (heading := re.search(r"^##+ (.+)$", cell.source, re.MULTILINE)):
+            section = heading.group(1)
+        if any("image/png" in output.get("data", {}) for output in cell.get("outputs", [])):
+            cell.metadata["mystnb"] = {"image": {"alt": f"Figure in '{section}', {lesson}"}}
         if cell.cell_type == "markdown":
             # A lesson writes \\$ so JupyterLab does not typeset dollar amounts as maths; the site has no maths.
             cell.source = site_links(NAV_LINE.sub("", cell.source)).replace("\\\\$", "&#36;").strip("\n")
