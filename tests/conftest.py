@@ -88,6 +88,20 @@ def executed_lesson():
     return run
 
 
+_site: dict = {}
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory, executed_lesson):
+    """The whole site, built once per test session from the executed lessons: its folder and Sphinx's warnings."""
+    from idemlib.course.site import render_site
+
+    if not _site:
+        out = tmp_path_factory.mktemp("site") / "html"
+        _site["out"], _site["warnings"] = out, render_site({path: executed_lesson(path) for path in lesson_paths()}, out)
+    return _site["out"], _site["warnings"]
+
+
 _students: dict = {}
 
 

@@ -1,4 +1,4 @@
-"""The course as people see it: the built site and JupyterLab, in headless Chromium.
+"""The course as people see it: the built site (desktop and phone) and JupyterLab, in headless Chromium.
 
 The ``browser`` fixture (in conftest.py) needs Debian's ``chromium`` and the
 ``playwright`` package, which drives it without downloading a browser of its own.
@@ -16,15 +16,13 @@ import urllib.request
 import pytest
 
 from idemlib.course.lessons import lesson_paths
-from idemlib.course.publish import PROSE_PAGES, render_site
 
 
 
 
 @pytest.fixture(scope="module")
-def site_url(tmp_path_factory, executed_lesson):
-    out = tmp_path_factory.mktemp("site")
-    render_site({path: executed_lesson(path) for path in lesson_paths()}, out)
+def site_url(site):
+    out, _ = site
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -34,37 +32,78 @@ def site_url(tmp_path_factory, executed_lesson):
     server.server_close()
 
 
-def open_page(browser, url):
-    page = browser.new_page()
+def open_page(browser, url, width=1280, height=900):
+    page = browser.new_page(viewport={"width": width, "height": height})
     problems: list[str] = []
     page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: problems.append(str(error)))
     page.on("requestfailed", lambda request: problems.append(f"failed to load {request.url}"))
+    page.on("request", lambda r: None if r.url.startswith((url.split("/")[0] + "//" + url.split("/")[2], "data:"))
+            else problems.append(f"went to the network: {r.url}"))
     page.goto(url, wait_until="load")
     return page, problems
 
 
-def test_every_page_of_the_site_loads_cleanly_with_its_images_and_folded_solutions(browser, site_url):
-    index, problems = open_page(browser, f"{site_url}/index.html")
-    pages = index.eval_on_selector_all("a", "links => links.map(a => a.getAttribute('href'))")
-    prose = [page for page, _ in PROSE_PAGES.values()]
-    assert [page for page in pages if page not in prose] == [path.with_suffix(".html").name for path in lesson_paths()]
-    for name in prose:  # the glossary and the teacher's guide, linked from the index
-        assert name in pages
+LESSON_PAGES = [path.with_suffix(".html").name for path in lesson_paths()]
+PROSE = ["glossary.html", "teaching.html"]
+
+
+def test_every_page_loads_cleanly_with_its_images_sidebar_and_folded_answers(browser, site_url):
+    problems = []
+    for name in ["index.html", *PROSE, *LESSON_PAGES]:
         page, page_problems = open_page(browser, f"{site_url}/{name}")
-        problems += [f"{name}: {problem}" for problem in page_problems]
-        page.close()
-    for name in (page for page in pages if page not in prose):
-        page, page_problems = open_page(browser, f"{site_url}/{name}")
-        images = page.evaluate("[...document.images].map(i => i.complete && i.naturalWidth > 0)")
-        assert images and all(images), f"{name}: an image did not load"
-        folded = page.evaluate("[...document.querySelectorAll('details.solution')].map(d => d.open)")
-        assert folded and not any(folded), f"{name}: solutions must start folded"
-        page.click("details.solution > summary")
-        assert page.evaluate("document.querySelector('details.solution').open")
+        sidebar = page.eval_on_selector_all("nav.bd-docs-nav a", "links => links.map(a => a.getAttribute('href'))")
+        listed = [link.split("#")[0].split("/")[-1] for link in sidebar]
+        assert all(lesson in listed or lesson == name for lesson in LESSON_PAGES + PROSE), f"{name}: sidebar {listed}"
+        if name in LESSON_PAGES:
+            images = page.evaluate("[...document.images].filter(i => i.src.includes('_images')).map(i => i.complete && i.naturalWidth > 0)")
+            assert images and all(images), f"{name}: an image did not load"
+            assert page.locator(".bd-article h2 a.headerlink").count() > 0, f"{name}: headings need links"
+            on_this_page = page.locator(".bd-sidebar-secondary nav.page-toc").inner_text()
+            assert page.locator(".bd-article h2").first.inner_text().strip("#¶ \n") in on_this_page, f"{name}: no page contents"
+            folded = page.evaluate("[...document.querySelectorAll('details.solution')].map(d => d.open)")
+            assert folded and not any(folded), f"{name}: answers must start folded"
+            fold = page.locator("details.solution").first
+            assert not fold.locator(".check-output").is_visible()
+            fold.locator("summary").click()
+            assert fold.locator(".check-output").is_visible() and "Correct" in fold.locator(".check-output").inner_text()
+            size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.bd-article p')).fontSize)")
+            assert size >= 16, f"{name}: body text at {size}px"
+            characters = page.evaluate("""() => {
+                const p = document.querySelector('.bd-article section > p');
+                const probe = document.createElement('span');
+                probe.textContent = 'the quick brown fox jumps over the lazy dog; '.repeat(4);
+                p.appendChild(probe);
+                const perCharacter = probe.getBoundingClientRect().width / probe.textContent.length;
+                probe.remove();
+                return p.getBoundingClientRect().width / perCharacter;
+            }""")
+            assert characters <= 95, f"{name}: lines of about {characters:.0f} characters"
         problems += [f"{name}: {problem}" for problem in page_problems]
         page.close()
     assert problems == []
+
+
+def test_search_finds_the_lessons_about_leases(browser, site_url):
+    page, problems = open_page(browser, f"{site_url}/search.html?q=lease")
+    page.wait_for_selector("#search-results ul li a", timeout=30_000)
+    found = page.eval_on_selector_all("#search-results ul li a", "links => links.map(a => a.getAttribute('href'))")
+    assert any(link.split("?")[0].split("#")[0] in LESSON_PAGES for link in found), found
+    assert problems == []
+    page.close()
+
+
+def test_on_a_phone_the_index_and_a_lesson_fit_and_plots_stay_legible(browser, site_url, tmp_path):
+    for name in ("index.html", "01_why_duplicates_arrive.html"):
+        page, problems = open_page(browser, f"{site_url}/{name}", width=390, height=844)
+        page.screenshot(path=str(tmp_path / f"phone-{name}.png"))
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{name}: the page scrolls sideways by {overflow}px on a phone"
+        if name != "index.html":
+            widths = page.evaluate("[...document.querySelectorAll('div.cell_output img')].map(i => i.getBoundingClientRect().width)")
+            assert widths and min(widths) >= 390 * 0.9, f"plots shrank to {min(widths):.0f}px on a phone"
+        assert problems == []
+        page.close()
 
 
 def test_lesson_01_runs_in_jupyterlab_and_its_step_through_moves(browser, jupyterlab, tmp_path):

@@ -9,7 +9,6 @@ import pytest
 
 from idemlib.course.glossary import GLOSSARY, link_first_uses, terms
 from idemlib.course.lessons import LESSONS, lesson_paths
-from idemlib.course.publish import render_prose
 
 ENTRIES = terms()
 
@@ -51,7 +50,7 @@ def test_linking_skips_code_links_and_headings_and_links_once():
     assert link_first_uses(notebook, ENTRIES) == 0
 
 
-def test_the_site_has_the_glossary_with_links_to_lesson_pages(tmp_path):
-    (page,) = render_prose([GLOSSARY], tmp_path)
-    text = page.read_text()
+def test_the_site_has_the_glossary_with_links_to_lesson_pages(site):
+    out, _ = site
+    text = (out / "glossary.html").read_text()
     assert 'id="inbox"' in text and 'href="02_save_the_id_with_the_work.html"' in text and ".ipynb" not in text

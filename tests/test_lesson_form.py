@@ -62,3 +62,10 @@ def test_a_lesson_opens_with_the_generated_navigation(path):
     opening = cells(path)[0].source
     assert opening.startswith(nav_line(NOTEBOOKS, NOTEBOOKS.index(path)) + "\n\n"), \
         "run `python -m idemlib.course nav` to regenerate the lessons' navigation"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_solutions_are_folded_in_the_lesson_a_learner_opens(path):
+    unfolded = [cell.source[:60] for cell in cells(path) if "solution" in cell.metadata.get("tags", [])
+                and not cell.metadata.get("jupyter", {}).get("source_hidden")]
+    assert unfolded == [], "run `python -m idemlib.course nav` to fold the lessons' solutions"

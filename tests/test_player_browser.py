@@ -1,6 +1,6 @@
 """The site's step-through player in headless Chromium: previous / next / play move the frame, no script shows all.
 
-The page is the course's real site page (``publish.render_site``) for a lesson made
+The page is the course's real site page (``site.render_site``) for a lesson made
 of one step-through, the way an executed lesson carries it: the StepThrough's own
 output, with no kernel behind it. Needs Debian's ``chromium`` and ``playwright``.
 """
@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from idemlib import RUNNING_EXAMPLE, FaultPlan, LostAck, NaiveHandler, simulate
-from idemlib.course.publish import render_site
+from idemlib.course.site import render_site
 from idemlib.pictures.widgets import StepThrough
 
 

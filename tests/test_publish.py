@@ -2,44 +2,43 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import nbformat
 import pytest
 from test_notebooks import verdicts
 
-from idemlib.course.lessons import lesson_paths, title_of
-from idemlib.course.publish import STUB_NOTE, answer_names, render_site, student_copy
+from idemlib.course.lessons import ROOT, lesson_paths, title_of
+from idemlib.course.publish import STUB_NOTE, answer_names, student_copy
 
 LESSONS = lesson_paths()
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory, executed_lesson):
-    out = tmp_path_factory.mktemp("html")
-    render_site({path: executed_lesson(path) for path in LESSONS}, out)
-    return out
 
 
 def solutions(path):
     return [c for c in nbformat.read(path, as_version=4).cells if "solution" in c.metadata.get("tags", [])]
 
 
-def test_the_index_lists_every_lesson_with_one_line_and_a_link(site):
-    index = (site / "index.html").read_text()
-    for path in LESSONS:
-        assert f'href="{path.stem}.html"' in index
-        assert re.search(rf'{path.stem}\.html">[^<]+</a>: \w', index)
-
-
-def test_the_index_renders_markdown_and_numbers_lessons_by_their_own_numbers(site):
-    index = (site / "index.html").read_text()
-    items = re.findall(r"<li>(.*?)</li>", index)
-    assert [re.search(r'">(\d\d) · ', item).group(1) for item in items] == [p.name[:2] for p in LESSONS]
-    assert "<ol" not in index, "a numbered list would count 0, 1, 2... past a lesson not yet written"
-    text = re.sub(r"<[^>]+>", "", index)
+def test_the_index_lists_every_lesson_with_its_first_goal_and_a_link(site):
+    out, _ = site
+    index = (out / "index.html").read_text()
+    article = index.split('<article class="bd-article"')[1].split("</article>")[0]
+    items = re.findall(r"<li><p>(.*?)</p>", article, re.DOTALL)
+    assert [re.search(r'href="(\d\d)_\w+\.html"', item).group(1) for item in items] == [p.name[:2] for p in LESSONS]
+    assert all(re.search(r"</a>: \w", item) for item in items), "each lesson needs its one-line goal"
+    text = re.sub(r"<[^>]+>", "", article)
     assert "`" not in text and not re.search(r"(?<!\w)\*\w", text), "raw markdown on the index"
-    assert "<code>" in index or "<em>" in index
+
+
+def test_every_page_has_its_own_title_a_viewport_and_no_warning_in_the_build(site):
+    out, warnings = site
+    assert warnings == []
+    for path in LESSONS:
+        page = (out / f"{path.stem}.html").read_text()
+        assert f"<title>{html.escape(title_of(nbformat.read(path, as_version=4)))} &#8212; The Idempotent Consumer" in page
+        assert '<meta name="viewport" content="width=device-width' in page
+    for name in ("index.html", "glossary.html", "teaching.html", "search.html"):
+        assert '<meta name="viewport" content="width=device-width' in (out / name).read_text(), name
 
 
 def test_building_a_lesson_logs_no_kernel_transport_warning(capfd):
@@ -49,42 +48,69 @@ def test_building_a_lesson_logs_no_kernel_transport_warning(capfd):
     assert "without encryption" not in capfd.readouterr().err
 
 
-def test_every_page_links_to_its_neighbours_and_embeds_its_plots(site):
+def test_every_page_links_to_its_neighbours_and_shows_its_plots(site):
+    out, _ = site
     for number, path in enumerate(LESSONS):
-        page = (site / f"{path.stem}.html").read_text()
-        assert 'href="index.html"' in page
+        page = (out / f"{path.stem}.html").read_text()
         if number > 0:
-            assert f'href="{LESSONS[number - 1].stem}.html"' in page
+            assert re.search(rf'class="left-prev"\s+href="{LESSONS[number - 1].stem}.html"', page)
         if number + 1 < len(LESSONS):
-            assert f'href="{LESSONS[number + 1].stem}.html"' in page
-        assert "data:image/png;base64" in page
-        assert ".ipynb)" not in page and 'ipynb"' not in page, "lesson links must point at pages"
+            assert re.search(rf'class="right-next"\s+href="{LESSONS[number + 1].stem}.html"', page)
+        images = re.findall(r'<img[^>]+src="(_images/[^"]+\.png)"', page)
+        assert images and all((out / image).exists() for image in images)
+        assert not re.search(r'href="[^"]*\.ipynb', page), "lesson links must point at pages"
 
 
-def test_solutions_are_folded_and_plumbing_shows_output_without_code(site):
+def test_solutions_are_folded_with_their_confirmation_and_plumbing_is_folded_too(site):
+    out, _ = site
     for path in LESSONS:
-        page = (site / f"{path.stem}.html").read_text()
-        assert page.count('<details class="solution">') == len(solutions(path))
-        assert "%matplotlib inline" not in page
+        page = (out / f"{path.stem}.html").read_text()
+        folds = re.findall(r'<details class="solution">(.*?)</details>', page, re.DOTALL)
+        assert len(folds) == len(solutions(path))
+        assert all("✓ Correct" in fold for fold in folds), f"{path.name}: a fold lacks its check's confirmation"
+        outside = re.sub(r'<details class="solution">.*?</details>', "", page, flags=re.DOTALL)
+        assert "✓ Correct" not in outside, f"{path.name}: a confirmation shows outside its fold"
+        plumbing = sum("hide-input" in cell.metadata.get("tags", [])
+                       for cell in nbformat.read(path, as_version=4).cells)
+        assert page.count("tag_hide-input") == plumbing
+
+
+def test_deliberate_errors_show_one_line_and_no_page_shows_a_local_path(site):
+    out, _ = site
+    for page in out.glob("*.html"):
+        text = page.read_text()
+        assert str(ROOT) not in text and "/tmp/" not in text and "site-packages" not in text, page.name
+        assert "Traceback" not in text and "most recent call last" not in text, page.name
+    for path in LESSONS:
+        raising = [cell for cell in nbformat.read(path, as_version=4).cells
+                   if "raises-exception" in cell.metadata.get("tags", [])]
+        shown = re.findall(r'class="output stderr[^"]*"><div class="highlight"><pre><span></span>(\w+): ',
+                           (out / f"{path.stem}.html").read_text())
+        assert len(shown) >= len(raising), f"{path.name}: a deliberate error is not shown as its one line"
 
 
 def test_dollar_amounts_read_as_dollars_on_the_site(site):
-    page = (site / "00_start_here.html").read_text()
-    assert "\\$" not in page
-    assert "&#36;80" in page or "$80" in page
+    out, _ = site
+    page = (out / "00_start_here.html").read_text()
+    assert "\\$" not in page and "$80" in page
 
 
 def test_the_step_through_shows_its_storyboard_on_a_page_without_a_kernel(site):
-    page = (site / "01_why_duplicates_arrive.html").read_text()
+    out, _ = site
+    page = (out / "01_why_duplicates_arrive.html").read_text()
     assert "idemlib-storyboard" in page
     assert "but it is lost on the way" in page
+    player = page.split("idemlib-player")[1]
+    assert "1042 · $40 · m-7f3" in player and "? · $40" not in player, "the payment row names order 1042"
 
 
 def test_the_site_needs_no_network(site):
-    for page in site.glob("*.html"):
+    out, _ = site
+    for page in [*out.glob("*.html"), *out.glob("_static/**/*.css")]:
         text = page.read_text()
         assert not re.search(r'<script[^>]+src="https?:', text), page.name
         assert not re.search(r'<link[^>]+href="https?:', text), page.name
+        assert not re.search(r"url\(['\"]?https?:", text), page.name
         assert "unpkg.com" not in text and "cdn.jsdelivr" not in text, page.name
 
 
@@ -127,7 +153,23 @@ def test_in_a_student_copy_every_check_says_not_answered_yet(path, executed_stud
 
 
 def test_every_figure_has_alt_text_naming_its_lesson_and_section(site):
-    page = (site / "02_save_the_id_with_the_work.html").read_text()
+    out, _ = site
+    page = (out / "02_save_the_id_with_the_work.html").read_text()
     alts = re.findall(r'<img[^>]*\salt="([^"]*)"', page)
     assert alts and all("02 · Save the ID with the work" in alt for alt in alts)
     assert any("3. Why the ID and the charge share one transaction" in alt for alt in alts)
+
+
+def test_a_second_build_with_nothing_changed_executes_nothing(tmp_path, monkeypatch):
+    from idemlib.course import site as site_module
+
+    lesson = [LESSONS[0]]
+    first = site_module.build_html(tmp_path / "html", lesson)
+    assert (tmp_path / "html" / f"{LESSONS[0].stem}.html").exists()
+
+    def refuse(path):
+        raise AssertionError(f"{path.name} was executed again although nothing changed")
+
+    monkeypatch.setattr(site_module, "execute", refuse)
+    assert site_module.build_html(tmp_path / "html", lesson) == first
+    assert len(list((tmp_path / ".executed").glob("*.ipynb"))) == 1

@@ -10,7 +10,6 @@ import pytest
 
 from idemlib.course.grade import exercises_of
 from idemlib.course.lessons import ROOT, lesson_paths, title_of
-from idemlib.course.publish import render_prose
 
 GUIDE = ROOT / "TEACHING.md"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -67,8 +66,8 @@ def test_sections_are_found_by_heading_with_links_reduced_to_their_text():
         "01 · A": "body `check_x`\n", "02 · B": ""}
 
 
-def test_the_site_page_links_lessons_as_pages(tmp_path):
-    (page,) = render_prose([GUIDE], tmp_path)
-    html = page.read_text(encoding="utf-8")
+def test_the_site_page_links_lessons_as_pages(site):
+    out, _ = site
+    html = (out / "teaching.html").read_text(encoding="utf-8")
     assert 'href="01_why_duplicates_arrive.html"' in html and not re.search(r'href="[^"]*\.ipynb', html)
     assert 'href="glossary.html"' in html

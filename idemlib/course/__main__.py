@@ -10,15 +10,16 @@ import argparse
 from pathlib import Path
 
 from idemlib.course.grade import grade_folder
+from idemlib.course.lessons import ROOT, fold_solutions, write_navigation
+from idemlib.course.publish import build_student
 from idemlib.course.sandbox import SandboxUnavailable
-from idemlib.course.lessons import ROOT, write_navigation
-from idemlib.course.publish import build_html, build_student
+from idemlib.course.site import build_html
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m idemlib.course", description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["html", "student", "grade", "nav"],
-                        help="the static site, student copies, grades of handed-in copies, or the lessons' navigation")
+                        help="the static site, student copies, grades of handed-in copies, or the lessons' navigation and folded solutions")
     parser.add_argument("folder", nargs="?", type=Path,
                         help="html/student: where to write (default build/html or build/student); grade: the submissions")
     parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")
@@ -39,15 +40,17 @@ def main(argv: list[str] | None = None) -> None:
               f"wrote {args.out / 'grades.csv'} and {args.out / 'index.html'}")
         return
     if args.what == "nav":
-        changed = write_navigation()
-        print(f"navigation rewritten in {len(changed)} lessons")
+        changed = set(write_navigation()) | set(fold_solutions())
+        print(f"navigation and folded solutions rewritten in {len(changed)} lessons")
         return
     out = args.folder or ROOT / "build" / args.what
-    written = build_html(out) if args.what == "html" else build_student(out)
+    if args.what == "html":
+        warnings = build_html(out)
+        print("\n".join(warnings))
+        print(f"wrote the site to {out}; open {out / 'index.html'}" + (f" ({len(warnings)} warnings)" if warnings else ""))
+        return
+    written = build_student(out)
     print(f"wrote {len(written)} files to {out}")
-
-
-
 
 
 if __name__ == "__main__":

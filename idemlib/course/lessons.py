@@ -63,3 +63,20 @@ def write_navigation(lessons: list[Path] | None = None) -> list[Path]:
             nbformat.write(notebook, path)
             changed.append(path)
     return changed
+
+
+def fold_solutions(lessons: list[Path] | None = None) -> list[Path]:
+    """Fold every solution cell (its source hidden until clicked) in the lessons a learner opens in JupyterLab;
+    returns the lessons changed. A student copy unfolds its blanks again."""
+    changed = []
+    for path in lessons or lesson_paths():
+        notebook = nbformat.read(path, as_version=4)
+        folded = False
+        for cell in notebook.cells:
+            if "solution" in cell.metadata.get("tags", []) and not cell.metadata.get("jupyter", {}).get("source_hidden"):
+                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+                folded = True
+        if folded:
+            nbformat.write(notebook, path)
+            changed.append(path)
+    return changed

@@ -1,4 +1,4 @@
-"""Publishing the course: a static HTML site for readers, and student copies for a classroom.
+"""Publishing the course: lessons executed for the site, and student copies for a classroom.
 
 Solutions are written once, in cells tagged ``solution``. The site folds them
 into a ``<details>`` a reader opens on purpose; a student copy replaces each one
@@ -10,22 +10,18 @@ from __future__ import annotations
 
 import ast
 import copy
-import html
 import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-import mistune
 import nbformat
 from nbclient import NotebookClient
-from nbconvert import HTMLExporter
 from nbformat import NotebookNode
 from traitlets.config import Config
 
-from idemlib.course.lessons import LESSONS, ROOT, lesson_paths, title_of
+from idemlib.course.lessons import lesson_paths
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 STUB_NOTE = "# Your answer: replace ... below, run this cell, then run the check underneath."
 
 
@@ -42,15 +38,6 @@ def execute(path: Path, timeout: int = 180) -> NotebookNode:
         NotebookClient(notebook, timeout=timeout, kernel_name="python3", config=config,
                        resources={"metadata": {"path": str(path.parent)}}).execute()
     return notebook
-
-
-_MARKDOWN = mistune.create_markdown(escape=True)
-
-
-def inline_html(markdown: str) -> str:
-    """One line of lesson markdown (emphasis, code, links) as HTML, without a wrapping paragraph."""
-    rendered = str(_MARKDOWN(markdown.replace("\\\\$", "$"))).strip()  # no MathJax on the index
-    return re.sub(r"^<p>(.*)</p>$", r"\1", rendered, flags=re.DOTALL)
 
 
 def first_goal(notebook: NotebookNode) -> str:
@@ -93,6 +80,7 @@ def student_copy(notebook: NotebookNode, lesson: str = "") -> NotebookNode:
             raise ValueError(f"the solution cell {cell.source[:60]!r} assigns nothing its check reads")
         cell.source = "\n".join([STUB_NOTE, *(f"{name} = ..." for name in names)])
         cell.metadata["tags"] = [tag for tag in cell.metadata["tags"] if tag != "solution"] + ["answer"]
+        cell.metadata.pop("jupyter", None)  # the full lesson folds its solutions; a blank to fill in stays open
     return copied
 
 
@@ -107,109 +95,3 @@ def build_student(out: Path, lessons: Iterable[Path] | None = None) -> list[Path
     return written
 
 
-def _exporter() -> HTMLExporter:
-    config = Config()
-    config.TagRemovePreprocessor.enabled = True
-    config.TagRemovePreprocessor.remove_input_tags = {"hide-input"}
-    config.TagRemovePreprocessor.remove_cell_tags = {"remove-cell"}
-    # With no kernel behind the page, a widget's own static HTML (the storyboard) is
-    # what a reader should see, not the empty box of a widget without saved state.
-    config.NbConvertBase.display_data_priority = [
-        "text/html", "application/vnd.jupyter.widget-view+json", "image/svg+xml", "image/png", "image/jpeg",
-        "text/markdown", "text/plain",
-    ]
-    exporter = HTMLExporter(config=config, template_name="course", extra_template_basedirs=[str(TEMPLATES)])
-    exporter.exclude_anchor_links = True
-    return exporter
-
-
-def _nav(pages: list[tuple[str, str]], index: int) -> str:
-    links = ['<a href="index.html">contents</a>']
-    if index > 0:
-        links.insert(0, f'<a href="{pages[index - 1][0]}">← {html.escape(pages[index - 1][1])}</a>')
-    if index + 1 < len(pages):
-        links.append(f'<a href="{pages[index + 1][0]}">{html.escape(pages[index + 1][1])} →</a>')
-    return f'<nav class="course">{"".join(links)}</nav>'
-
-
-def render_site(executed: dict[Path, NotebookNode], out: Path) -> list[Path]:
-    """Write executed lessons as a static site in ``out``: an index and one page each, linked in order."""
-    out.mkdir(parents=True, exist_ok=True)
-    exporter = _exporter()
-    ordered = sorted(executed.items())
-    pages = [(path.with_suffix(".html").name, title_of(notebook)) for path, notebook in ordered]
-    written = []
-    for index, (_, notebook) in enumerate(ordered):
-        page = copy.deepcopy(notebook)
-        section = pages[index][1]
-        for cell in page.cells:
-            if cell.cell_type == "markdown":  # a lesson links to lessons; the site links to pages
-                cell.source = _site_links(cell.source)
-                # \\$ keeps JupyterLab's MathJax off a dollar amount; the site loads no MathJax.
-                cell.source = cell.source.replace("\\\\$", "&#36;")
-                if heading := re.search(r"^##+ (.+)$", cell.source, re.MULTILINE):
-                    section = heading.group(1)
-            for output in cell.get("outputs", []):
-                if "image/png" in output.get("data", {}):
-                    output.setdefault("metadata", {})["alt"] = f"Figure in '{section}', {pages[index][1]}"
-        body, _ = exporter.from_notebook_node(page, resources={"course_nav": _nav(pages, index)})
-        target = out / pages[index][0]
-        target.write_text(body, encoding="utf-8")
-        written.append(target)
-    prose = render_prose([p for p in (LESSONS / "GLOSSARY.md", ROOT / "TEACHING.md") if p.exists()], out)
-    titles = dict(PROSE_PAGES.values())
-    prose_links = " · ".join(f'<a href="{page.name}">{html.escape(titles[page.name])}</a>' for page in prose)
-    # Each title carries the lesson's own number (00, 01, ... 08), so the list adds none:
-    # a numbered list would count 0-7 past a lesson that is not written yet.
-    items = "".join(
-        f'<li><a href="{name}">{html.escape(title)}</a>: {inline_html(first_goal(notebook))}</li>'
-        for (name, title), (_, notebook) in zip(pages, ordered)
-    )
-    index_page = out / "index.html"
-    index_page.write_text(
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>The Idempotent Consumer</title>'
-        '<link rel="icon" href="data:,">'
-        '<style>body{font-family:sans-serif;max-width:800px;margin:2em auto;padding:0 1em;line-height:1.5}</style>'
-        "</head><body><h1>The Idempotent Consumer, taught by breaking one</h1>"
-        "<p>An executable course on the Inbox pattern and the Idempotency-Key header. Each page is a lesson, "
-        "run top to bottom; solutions are folded until you open them.</p>"
-        f'<ul style="list-style:none;padding-left:0">{items}</ul><p>{prose_links}</p></body></html>',
-        encoding="utf-8",
-    )
-    return [index_page, *written, *prose]
-
-
-# Pages of prose beside the lessons: the glossary (lessons link their terms to it) and the teacher's guide.
-PROSE_PAGES = {"GLOSSARY.md": ("glossary.html", "Glossary"), "TEACHING.md": ("teaching.html", "Teaching the course")}
-
-
-def _site_links(text: str) -> str:
-    """Links between lessons and prose pages, as the site names them."""
-    text = re.sub(r"\((?:\.\./notebooks/|notebooks/)?(\d\d_[\w]+)\.ipynb", r"(\1.html", text)
-    for source, (page, _) in PROSE_PAGES.items():
-        text = re.sub(rf"\((?:\.\./|notebooks/)?{re.escape(source)}", f"({page}", text)
-    return text
-
-
-def render_prose(sources: Iterable[Path], out: Path) -> list[Path]:
-    """Write each markdown page (the glossary, the teacher's guide) as a page of the site."""
-    from nbconvert.filters.markdown import markdown2html
-
-    written = []
-    for source in sources:
-        page, title = PROSE_PAGES[source.name]
-        body = markdown2html(_site_links(source.read_text(encoding="utf-8")))
-        target = out / page
-        target.write_text(
-            f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            '<link rel="icon" href="data:,"><style>body{font-family:sans-serif;max-width:800px;margin:2em auto;'
-            'padding:0 1em;line-height:1.5}table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:2px 6px}'
-            '</style></head><body><nav class="course"><a href="index.html">contents</a></nav>'
-            f"{body}</body></html>", encoding="utf-8")
-        written.append(target)
-    return written
-
-
-def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:
-    """Execute every lesson and write the static site into ``out``."""
-    return render_site({path: execute(path) for path in lessons or lesson_paths()}, out)

@@ -1,0 +1,233 @@
+"""The notes as a website: Sphinx with MyST-NB and the Book theme, the engine under Jupyter Book.
+
+Every page has its lesson's title, a sidebar of all lessons with the glossary and
+the teacher's guide, search over every page, an "on this page" list and linkable
+headings; nothing is loaded from the network. Lessons are executed by
+:func:`idemlib.course.publish.execute` and kept in a cache keyed by the lesson and
+the code and data it runs on, so a second build with nothing changed only renders.
+
+Before Sphinx sees a lesson, :func:`site_notebook` prepares it for a reader: a
+solution and its check's confirmation are folded together (the check's "Correct"
+gives the answer away), a deliberate error shows as its one-line message, and no
+path of the machine that built the site appears on a page.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import html
+import io
+import json
+import re
+import shutil
+from collections.abc import Iterable
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+
+from idemlib.course.lessons import LESSONS, NAV_LINE, ROOT, lesson_paths, title_of
+from idemlib.course.publish import execute, first_goal
+
+STATIC = Path(__file__).resolve().parent / "templates" / "site"
+# The glossary and the teacher's guide, as the site names them, with their titles.
+PROSE_PAGES = {"GLOSSARY.md": ("glossary", "Glossary"), "TEACHING.md": ("teaching", "Teaching the course")}
+PROSE_SOURCES = {"GLOSSARY.md": LESSONS / "GLOSSARY.md", "TEACHING.md": ROOT / "TEACHING.md"}
+
+CONF = '''# Written by idemlib.course.site; the site's settings live there.
+project = "The Idempotent Consumer"
+author = "The course's authors"
+extensions = ["myst_nb"]
+html_theme = "sphinx_book_theme"
+html_title = "The Idempotent Consumer"
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+html_favicon = None
+html_show_sourcelink = False
+html_copy_source = False
+html_last_updated_fmt = None
+html_theme_options = {
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "use_download_button": False,
+    "use_fullscreen_button": False,
+    "navigation_with_keys": True,
+}
+html_context = {"default_mode": "light"}  # the plots are drawn for a white page
+myst_heading_anchors = 3
+nb_execution_mode = "off"
+# With no kernel behind a page, a widget's own HTML (the step-through's storyboard and player)
+# is what a reader should see; and no widget manager is fetched from a CDN.
+nb_ipywidgets_js = {}
+nb_mime_priority_overrides = [("html", "text/html", 0), ("html", "application/vnd.jupyter.widget-view+json", None)]
+nb_merge_streams = True
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+suppress_warnings = ["mystnb.unknown_mime_type"]
+'''
+
+
+def _fingerprint(path: Path) -> str:
+    """What a lesson's outputs depend on: the lesson, the package it imports, and the data it reads."""
+    digest = hashlib.sha256(path.read_bytes())
+    # The course's own machinery (this module, grading, publishing) changes no lesson's output; its checks do.
+    machinery = set((ROOT / "idemlib" / "course").glob("*.py"))
+    sources = [p for p in sorted((ROOT / "idemlib").rglob("*.py")) if p not in machinery]
+    for source in sources + sorted((ROOT / "data").glob("*")):
+        digest.update(source.relative_to(ROOT).as_posix().encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def executed_lessons(lessons: Iterable[Path], cache: Path) -> dict[Path, NotebookNode]:
+    """Each lesson executed, or read back from ``cache`` when neither it nor what it runs on has changed."""
+    cache.mkdir(parents=True, exist_ok=True)
+    executed = {}
+    for path in lessons:
+        stored = cache / f"{path.stem}-{_fingerprint(path)}.ipynb"
+        if not stored.exists():
+            for stale in cache.glob(f"{path.stem}-*.ipynb"):
+                stale.unlink()
+            nbformat.write(execute(path), stored)
+        executed[path] = nbformat.read(stored, as_version=4)
+    return executed
+
+
+def site_links(text: str) -> str:
+    """Links between lessons and prose pages, as the site's sources name them."""
+    text = re.sub(r"\((?:\.\./notebooks/|notebooks/)(\d\d_\w+\.ipynb)", r"(\1", text)
+    for source, (page, _) in PROSE_PAGES.items():
+        text = re.sub(rf"\((?:\.\./|notebooks/)?{re.escape(source)}", f"({page}.md", text)
+    return text
+
+
+def _scrub(text: str) -> str:
+    """No path of the building machine on a page: the repository's own paths become relative."""
+    for root in {str(ROOT), str(ROOT.resolve())}:
+        text = text.replace(root + "/", "").replace(root, ".")
+    return re.sub(r"/(?:tmp|home/[^/\s]+|root)/[^\s'\"<>:]*", "…", text)
+
+
+def _one_line_error(output: NotebookNode) -> NotebookNode:
+    """A deliberate error as the line a reader needs: its type and message."""
+    return nbformat.v4.new_output("stream", name="stderr", text=f"{output.ename}: {output.evalue}\n")
+
+
+def _check_html(outputs: list[NotebookNode]) -> str:
+    """A check's outputs as one block of HTML, for the fold that holds its solution."""
+    parts = []
+    for output in outputs:
+        data = output.get("data", {})
+        if "text/html" in data:
+            parts.append(data["text/html"])
+        elif "text/plain" in data or "text" in output:
+            parts.append(f"<pre>{html.escape(data.get('text/plain', output.get('text', '')))}</pre>")
+    return " ".join(" ".join(part.split("\n")) for part in parts)
+
+
+def _solution_fold(solution: NotebookNode, check: NotebookNode) -> NotebookNode:
+    """A markdown cell that folds a solution together with what its check said about it."""
+    return nbformat.v4.new_markdown_cell(
+        '<details class="solution"><summary>Solution and its check (try the exercise first)</summary>\n\n'
+        f"```python\n{solution.source}\n```\n\n"
+        f'<div class="check-output">{_check_html(check.get("outputs", []))}</div>\n</details>\n')
+
+
+def site_notebook(notebook: NotebookNode) -> NotebookNode:
+    """An executed lesson made ready for the site (see the module's docstring)."""
+    page = copy.deepcopy(notebook)
+    page.metadata.pop("widgets", None)  # the widgets' own HTML stands in; no widget manager to load
+    cells: list[NotebookNode] = []
+    lesson, section = title_of(notebook), title_of(notebook)
+    for index, cell in enumerate(page.cells):
+        if cell.cell_type == "markdown" and (heading := re.search(r"^##+ (.+)$", cell.source, re.MULTILINE)):
+            section = heading.group(1)
+        if any("image/png" in output.get("data", {}) for output in cell.get("outputs", [])):
+            cell.metadata["mystnb"] = {"image": {"alt": f"Figure in '{section}', {lesson}"}}
+        if cell.cell_type == "markdown":
+            # A lesson writes \\$ so JupyterLab does not typeset dollar amounts as maths; the site has no maths.
+            cell.source = site_links(NAV_LINE.sub("", cell.source)).replace("\\\\$", "&#36;").strip("\n")
+            if cell.source:
+                cells.append(cell)
+            continue
+        tags = cell.metadata.get("tags", [])
+        outputs = [_one_line_error(o) if o.output_type == "error" and "raises-exception" in tags else o
+                   for o in cell.get("outputs", [])]
+        cell.outputs = [nbformat.from_dict(json.loads(_scrub(json.dumps(o)))) for o in outputs]
+        follows_solution = index > 0 and "solution" in page.cells[index - 1].metadata.get("tags", [])
+        if "solution" in tags and index + 1 < len(page.cells):
+            cells.append(_solution_fold(cell, page.cells[index + 1]))
+            continue
+        if follows_solution:
+            cell.outputs = []  # its confirmation is inside the fold above
+        cells.append(cell)
+    page.cells = cells
+    return page
+
+
+def _glossary_targets(text: str) -> str:
+    """The glossary's ``<a id>`` anchors as MyST targets, so a lesson's link to a term resolves."""
+    return re.sub(r'^(## .+)\n<a id="([\w-]+)"></a>\n', r"(\2)=\n\1\n", text, flags=re.MULTILINE)
+
+
+def _index(executed: dict[Path, NotebookNode]) -> str:
+    items = "\n".join(f"- [{title_of(notebook)}]({path.name}): {first_goal(notebook)}"
+                      for path, notebook in sorted(executed.items()))
+    lessons = "\n".join(path.name for path in sorted(executed))
+    prose = "\n".join(f"{page}.md" for source, (page, _) in PROSE_PAGES.items() if PROSE_SOURCES[source].exists())
+    return (
+        "# The Idempotent Consumer, taught by breaking one\n\n"
+        "An executable course on the Inbox pattern and the Idempotency-Key header. Each page is a lesson, "
+        "run top to bottom; solutions are folded until you open them.\n\n"
+        f"{items}\n\n"
+        "Beside the lessons: the [glossary](glossary.md), which every lesson links its terms to, and the "
+        "[teacher's guide](teaching.md).\n\n"
+        f"```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{lessons}\n```\n\n"
+        f"```{{toctree}}\n:hidden:\n:caption: Reference\n\n{prose}\n```\n"
+    )
+
+
+def _write_if_changed(target: Path, text: str) -> None:
+    """Sphinx rebuilds what is newer than its last build, so an unchanged page is not written again."""
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+
+
+def write_sources(executed: dict[Path, NotebookNode], source: Path) -> None:
+    """The site's Sphinx sources in ``source``: settings, the index, the lessons and the prose pages."""
+    (source / "_static").mkdir(parents=True, exist_ok=True)
+    _write_if_changed(source / "conf.py", CONF)
+    _write_if_changed(source / "_static" / "course.css", (STATIC / "course.css").read_text(encoding="utf-8"))
+    _write_if_changed(source / "index.md", _index(executed))
+    for path, notebook in executed.items():
+        _write_if_changed(source / path.name, nbformat.writes(site_notebook(notebook)))
+    for name, (page, _) in PROSE_PAGES.items():
+        if PROSE_SOURCES[name].exists():
+            text = site_links(PROSE_SOURCES[name].read_text(encoding="utf-8"))
+            _write_if_changed(source / f"{page}.md", _glossary_targets(text) if name == "GLOSSARY.md" else text)
+
+
+def render_site(executed: dict[Path, NotebookNode], out: Path, work: Path | None = None) -> list[str]:
+    """Build the site from executed lessons into ``out``; returns Sphinx's warnings (none, in a good build)."""
+    from sphinx.application import Sphinx
+
+    work = work or out.parent / f".{out.name}-sphinx"
+    source = work / "source"
+    write_sources(executed, source)
+    for stale in source.glob("[0-9][0-9]_*.ipynb"):
+        if stale.name not in {path.name for path in executed}:
+            stale.unlink()
+    warnings = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        app = Sphinx(str(source), str(source), str(out), str(work / "doctrees"), "html",
+                     status=None, warning=warnings, freshenv=False)
+        app.build()
+    shutil.rmtree(out / ".doctrees", ignore_errors=True)
+    return [line for line in warnings.getvalue().splitlines() if "WARNING" in line or "ERROR" in line]
+
+
+def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[str]:
+    """Execute every lesson (or take it from the cache) and write the site into ``out``."""
+    cache = out.parent / ".executed"
+    return render_site(executed_lessons(lessons or lesson_paths(), cache), out)
