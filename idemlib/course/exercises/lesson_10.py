@@ -12,7 +12,7 @@ import numpy as np
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.facts import fact_seconds
 from idemlib.retention_and_ordering.horizon import DAY, DatedInbox, Incident, play_incident
-from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, Writer, arrival_orders,
+from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, StatusChange, Writer, arrival_orders,
                                                      explore_orderings, interleaved_orders)
 
 __all__ = ["INCIDENTS", "KEEP_IDS", "check_safe_retention", "check_version_guard"]
@@ -102,10 +102,19 @@ def check_safe_retention(survives: Any) -> Feedback:
     return hint(" ".join(lines))
 
 
+REPAID_HISTORY = (StatusChange("m-6e1", 2077, "PAID", 8), StatusChange("m-6e2", 2077, "REFUNDED", 9),
+                  StatusChange("m-6e3", 2077, "PAID", 10))
+"""Order 2077 later in its life: paid again after a refund, at versions 8 to 10. Its newest status is not the
+furthest along (a guard that ranks statuses instead of versions fails), its versions go past 9 (compared as
+text, "10" < "9") and past 3 (a guard that knows order 1042's versions fails)."""
+
+
 def _interleaved() -> list[tuple]:
-    """Every arrival order of each order alone, and runs with both orders' messages interleaved."""
+    """Every arrival order of each order alone, and runs with both orders' messages interleaved, and every
+    arrival order of :data:`REPAID_HISTORY` with its REFUNDED duplicated."""
     first, second = arrival_orders(HISTORY), arrival_orders(OTHER_HISTORY, duplicated=OTHER_HISTORY[:1])
-    return first + second + interleaved_orders(first, second, per_order=1)
+    repaid = arrival_orders(REPAID_HISTORY, duplicated=REPAID_HISTORY[1:2])
+    return first + second + interleaved_orders(first, second, per_order=1) + repaid
 
 
 @exercise
@@ -114,9 +123,10 @@ def check_version_guard(statement: Any) -> Feedback:
 
     It is run on DuckDB against every arrival order of order 1042's PAID, SHIPPED and
     REFUNDED with duplicates of the first two, every arrival order of order 2077's PAID
-    and SHIPPED with a duplicate of PAID, and runs where both orders' messages arrive
-    interleaved: each run must end with every order in its newest status and leave an
-    order without messages alone.
+    and SHIPPED with a duplicate of PAID, runs where both orders' messages arrive
+    interleaved, and every arrival order of :data:`REPAID_HISTORY` (2077 paid again after a
+    refund, versions 8 to 10): each run must end with every order in its newest status and
+    leave an order without messages alone.
     """
     if (missing := blank(statement, "an SQL statement using $order_id, $status and $version")) is not None:
         return missing
