@@ -151,7 +151,7 @@ def check_inbox_insert(sql: Any) -> Feedback:
                  "running it at the same moment can both find no row, and then the unique key refuses one of them "
                  "with an error. ON CONFLICT DO NOTHING does not always spare that error either: on PostgreSQL at READ "
                  "COMMITTED the second insert waits and writes zero rows (on SQLite the second writer waits at its BEGIN "
-                 "and then writes zero rows too), but on DuckDB the later commit fails, and on "
+                 "IMMEDIATE and then writes zero rows too), but on DuckDB the later commit fails, and on "
                  "PostgreSQL at REPEATABLE READ or SERIALIZABLE the insert ends in a serialization failure. The money "
                  "is safe in every case; lesson 03 shows each engine's signal and what the handler does with it.")
 
