@@ -107,6 +107,7 @@ _SIGNAL_WORDS = (
     ("one row", ("one row", "1 row", "a row", "writes its row", "inserts")),
 )
 _ACTION_WORDS = (
+    ("refund", ("charge back", "chargeback", "refund")),  # money back to the customer, not the message to the broker
     ("give it back", ("give", "back", "retry", "nack", "requeue", "release", "redeliver")),
     ("skip and ack", ("skip", "ack", "ignore")),
     ("charge", ("charge", "pay", "do the work")),
