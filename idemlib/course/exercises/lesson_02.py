@@ -16,7 +16,7 @@ __all__ = ["check_inbox_insert", "check_crash_point"]
 
 
 DELIVERIES = ("m-7f3", "m-7f3", "pay-1042", "m-10", "m-9c2", "m-10", "pay_1042", "m-8a10", "m-7f3", "m-8a1",
-              "pay-1042", "M-7F3", "pay_1042", "m-8a1", "m-100", "order-1042", "M-7F3", "m-100")
+              "pay-1042", "M-7F3", "pay_1042", "m-8a1", "m-100", "order-1042", "M-7F3", "m-100", "m-7f3")
 """Several messages, each delivered more than once, interleaved as a queue would hand them out.
 
 The IDs do not arrive in sorted order (a high-water mark such as ``? > max(message_id)``
@@ -26,7 +26,8 @@ one character, so the two would match). ``m-100`` follows ``m-10`` (a condition 
 stored ID for a prefix of the new one makes them collide, the other way round from ``m-8a10``
 and ``m-8a1``), ``order-1042`` ends like ``pay-1042`` (an ID compared by its last characters
 collides), and ``M-7F3`` is a message of its own (IDs are compared exactly, not
-case-insensitively or trimmed).
+case-insensitively or trimmed). The last delivery repeats the very first ID after nine
+other messages, so a condition that looks only at the latest few rows misses it.
 """
 
 _PATTERN_MATCHING = re.compile(r"\b(I?LIKE|GLOB|SIMILAR\s+TO|REGEXP\w*)\b")
