@@ -31,6 +31,8 @@ BANKS = {
             # Nothing survives an outage: the copies that arrive inside the 144 hours are caught.
             Wrong((set(),), "144 hours"),
             Wrong(({"A", "D"},), "144 hours"),  # the outage of E taken for a charge
+            # the queue's 4 days taken for the inbox's 6: A's copy, redriven on day 5, looks too late to be caught
+            Wrong(({"D", "E"},), "144 hours"),
             Wrong(({"A": True, "B": False},), "exactly the keys"),  # a dict that leaves incidents out
             Wrong(({"A": "yes", "B": "no", "C": "no", "D": "yes", "E": "yes"},), "True"),
             Wrong(({"A", "F"},), "not one"),
