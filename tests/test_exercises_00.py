@@ -31,6 +31,9 @@ BANKS = {
             Wrong((Message.charge("m-7f3", 1042, Decimal("40.00")),), "dead-letter queue"),
             Wrong((Message.charge("m-7f3", "1042", 40),), "dead-letter queue"),
             Wrong((Message.charge("m-7f3", 1042, np.int64(40)),), "dead-letter queue"),
+            # fields the parser ignores: the consumer charges $40 anyway, but this is not the story's message
+            Wrong((Message("m-7f3", {"order_id": 1042, "amount": 40, "currency": "EUR"}),), "adds ['currency']"),
+            Wrong((Message("m-7f3", '{"order_id": 1042, "amount": 40, "refund": true}'),), "adds ['refund']"),
         ],
     ),
     "check_idempotent_inserts": Bank(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
@@ -49,7 +51,7 @@ BANKS = {
     ),
     "check_overcharge": Bank(
         right=[(OVER,), (float(OVER),), (np.int64(OVER),), (str(OVER),), (f"${OVER:,}",),
-               (np.float64(OVER),), (f" {OVER} ",)],
+               (np.float64(OVER),), (f" {OVER} ",), (f"{OVER} dollars",), (f"USD {OVER}",)],
         wrong=[
             Wrong((TOTAL,), "everything charged"),
             Wrong((OWED,), "what the customers owe"),
@@ -70,6 +72,8 @@ test_bank = bank_tests(BANKS)
 def test_no_hint_gives_the_overcharge_away():
     from idemlib.course.exercises import check_overcharge
 
-    for wrong in (TOTAL, OWED, -OVER, OVER + 40, 0):
+    for wrong in (TOTAL, OWED, -OVER, OVER + 40, 0, OVER + 0.4, OVER - 0.4):
         message = check_overcharge(wrong).message
-        assert f"${OVER}" not in message and f"${OVER:,}" not in message
+        # the learner's own 3,840.40 may be echoed; 3,840 alone, followed by no decimals, would give it away
+        for shown in (f"${OVER}", f"${OVER:,}"):
+            assert re.search(re.escape(shown) + r"(?!\d|\.\d)", message) is None, message

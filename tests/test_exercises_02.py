@@ -66,6 +66,14 @@ BANKS = {
             Wrong(("MERGE INTO processed_messages AS seen USING (SELECT ? AS message_id) AS incoming "
                    "ON seen.message_id = incoming.message_id WHEN MATCHED THEN UPDATE SET fingerprint = 'seen' "
                    "WHEN NOT MATCHED THEN INSERT (message_id) VALUES (incoming.message_id)",), "charge it again"),
+            # conditions that take one ID for another: case or spaces ignored, the ends compared, a prefix taken
+            Wrong((NOT_EXISTS.replace("message_id = ?", "lower(message_id) = lower(?)"),), "never been seen"),
+            Wrong((NOT_EXISTS.replace("message_id = ?", "trim(upper(message_id)) = trim(upper(?))"),), "never been seen"),
+            Wrong((NOT_EXISTS.replace("message_id = ?", "right(message_id, 5) = right(?, 5)"),), "never been seen"),
+            Wrong((NOT_EXISTS.replace("message_id = ?", "starts_with(?, message_id)"),), "never been seen"),
+            # only the latest rows looked at: the first ID comes back after nine other messages
+            Wrong((NOT_EXISTS.replace("FROM processed_messages WHERE", "FROM (SELECT message_id FROM processed_messages "
+                                      "ORDER BY rowid DESC LIMIT 8) WHERE"),), "duplicate-key error"),
             Wrong(("-- INSERT INTO processed_messages (message_id) VALUES (?)\n"
                    "SELECT count(*) FROM processed_messages WHERE message_id = ?",), "INSERT"),
         ],
@@ -75,7 +83,9 @@ BANKS = {
                ("naive", "crash after commit", "charged twice"), ("naive", "before ack", "charged twice"),
                ("ID first", "crash before charge", "charge lost"), ("work first", "crash before record id", "charged twice"),
                ("naive", "crash before the ack", "charged twice"), ("naive", "crash after the commit", "charged twice"),
-               ("naive", "crash just before its ack", "charged twice")],
+               ("naive", "crash just before its ack", "charged twice"),
+               # a handler's name in other case, and a sentence's full stop
+               ("Naive", "crash before ack", "charged twice"), ("id first", "Crash before charge.", "charge lost")],
         wrong=[
             Wrong(("naive", "crash before commit", "charged twice"), "charged once"),
             Wrong(("naive", "crash before charge", "charged twice"), "already saved"),

@@ -39,6 +39,9 @@ BANKS = {
             # the signal right, but the error taken for proof that the message was handled
             Wrong(({**RIGHT, "A commits": ("serialization failure", "skip and ack")},), "lost race"),
             Wrong(({**RIGHT, "A commits": ("serialization failure", "charge")},), "lost race"),
+            # "back" alone is not giving the message back: a charge-back or a refund moves money, not the message
+            Wrong(({**RIGHT, "A commits": ("serialization failure", "charge back")},), "lost race"),
+            Wrong(({**RIGHT, "A commits": ("serialization failure", "refund the customer")},), "lost race"),
             # DuckDB's signal: PostgreSQL makes B wait instead
             Wrong(({**RIGHT, "A commits": ("duplicate-key error", "give it back")},), "ON CONFLICT DO NOTHING"),
             Wrong(({**RIGHT, "A commits": ("one row", "charge")},), "two m-7f3s"),

@@ -31,6 +31,8 @@ BANKS = {
             # Nothing survives an outage: the copies that arrive inside the 144 hours are caught.
             Wrong((set(),), "144 hours"),
             Wrong(({"A", "D"},), "144 hours"),  # the outage of E taken for a charge
+            # the queue's 4 days taken for the inbox's 6: A's copy, redriven on day 5, looks too late to be caught
+            Wrong(({"D", "E"},), "144 hours"),
             Wrong(({"A": True, "B": False},), "exactly the keys"),  # a dict that leaves incidents out
             Wrong(({"A": "yes", "B": "no", "C": "no", "D": "yes", "E": "yes"},), "True"),
             Wrong(({"A", "F"},), "not one"),
@@ -72,6 +74,13 @@ BANKS = {
             Wrong((GUARD_WITH.format("version + 1 = $version"),), "newer"),
             # Guards not tied to their own row: right for one order at a time, wrong when orders interleave.
             Wrong((GUARD_WITH.format("(SELECT max(version) FROM orders) < $version"),), "own order's row"),
+            # Guards that fit 1042's and 2077's first histories only: statuses ranked PAID < SHIPPED < REFUNDED,
+            # versions compared as text, versions assumed to stop at 3. Order 2077 paid again at version 10 refutes them.
+            Wrong((GUARD_WITH.format("$version IS NOT NULL AND CASE $status WHEN 'PAID' THEN 1 WHEN 'SHIPPED' THEN 2 "
+                                     "ELSE 3 END > CASE status WHEN 'PAID' THEN 1 WHEN 'SHIPPED' THEN 2 "
+                                     "WHEN 'REFUNDED' THEN 3 ELSE 0 END"),), "arrival order"),
+            Wrong((GUARD_WITH.format("CAST(version AS VARCHAR) < CAST($version AS VARCHAR)"),), "arrival order"),
+            Wrong((GUARD_WITH.format("version < $version AND $version <= 3"),), "arrival order"),
             Wrong((GUARD_WITH.format("version < $version AND (SELECT version FROM orders WHERE order_id = 1042) "
                                      "< $version"),), "interleaved"),
         ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,19 @@ def check_running_example(message: Any) -> Feedback:
                     f"{str(refused).split(': ', 1)[-1]}")
     if charge != parse_charge(RUNNING_EXAMPLE):
         return hint("The ID is right; check the order number and the amount against the story.")
+    if extra := sorted(_body_fields(message) - set(RUNNING_EXAMPLE.body)):
+        return hint(f"The story's message says only which order to charge and how much; yours adds {extra}. "
+                    "The consumer would ignore them and charge $40 all the same, but a currency or a flag that "
+                    "it ignores is not in the story.")
     return right("that is m-7f3, the message the whole course follows.")
+
+
+def _body_fields(message: Message) -> set[str]:
+    """The field names of a body the parser has accepted (a mapping, or JSON text or bytes of one)."""
+    body = message.body
+    if isinstance(body, (str, bytes)):
+        body = json.loads(body)
+    return {str(key) for key in body}
 
 
 def _yes_or_no(value: Any) -> bool | None:

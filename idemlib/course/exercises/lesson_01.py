@@ -56,10 +56,12 @@ def check_triple_charge(plan: Any) -> Feedback:
 
 
 def _dollars(answer: Any) -> float | None:
-    """120, 120.0, numpy's 120 (a pandas sum), "120" and "$1,120" all read as dollars; anything else is None."""
+    """120, 120.0, numpy's 120 (a pandas sum), "120", "$1,120", "USD 120" and "120 dollars" all read as dollars;
+    anything else is None."""
     if isinstance(answer, (bool, np.bool_)):
         return None
     if isinstance(answer, str):
+        answer = answer.strip().lower().removeprefix("usd").removesuffix("dollars").removesuffix("usd")
         answer = answer.strip().lstrip("$").replace(",", "")
     try:
         return float(answer)
@@ -87,5 +89,6 @@ def check_overcharge(answer: Any, *, messages: int = 200, rate: float = 0.25, se
         return hint("That is what the customers owe. The question asks how much was charged on top of it.")
     if answer == -overcharge:
         return hint("Right size, wrong sign: subtract what is owed from what was charged.")
-    return hint(f"Not ${answer:,.0f}. Run the naive consumer on payment_stream({messages}) with "
+    shown = f"{answer:,.0f}" if answer == int(answer) else f"{answer:,.2f}"  # 3840.4 must not read as $3,840
+    return hint(f"Not ${shown}. Run the naive consumer on payment_stream({messages}) with "
                  f"FaultPlan(ack_loss_rate={rate}, seed={seed}) and compare total_charged with expected_total.")

@@ -12,7 +12,7 @@ import numpy as np
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.facts import fact_seconds
 from idemlib.retention_and_ordering.horizon import DAY, DatedInbox, Incident, play_incident
-from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, Writer, arrival_orders,
+from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, StatusChange, Writer, arrival_orders,
                                                      explore_orderings, interleaved_orders)
 
 __all__ = ["INCIDENTS", "KEEP_IDS", "check_safe_retention", "check_version_guard"]
@@ -21,7 +21,7 @@ KEEP_IDS = 6 * DAY
 """Exercise 1's inbox keeps IDs for 6 days (144 hours)."""
 
 INCIDENTS = (
-    Incident("A", sent=50 * 60, redriven=3 * DAY),
+    Incident("A", sent=50 * 60, redriven=5 * DAY),
     Incident("B", sent=50 * 60, redriven=3 * DAY, consumers_back=6.5 * DAY),
     Incident("C", sent=50 * 60, redriven=10 * DAY),
     Incident("D", sent=50 * 60, redriven=15 * DAY),
@@ -29,8 +29,9 @@ INCIDENTS = (
 )
 """Exercise 1's incidents, on an SQS standard queue keeping messages 4 days with a dead-letter queue keeping them
 14 days (both from ``data/facts.csv``): the producer's retry of m-7f3, 50 minutes after the first publish,
-A: fails, is dead-lettered, and the DLQ is redriven on day 3; B: the same, but consumers are down from the redrive
-until day 6.5; C: redriven on day 10; D: redriven on day 15; E: no failure, consumers down until day 3.5."""
+A: fails, is dead-lettered, and the DLQ is redriven on day 5 (after the queue's 4 days, inside the inbox's 6, so
+comparing with the queue's retention instead of the inbox's gets it wrong); B: the same, redriven on day 3, but
+consumers are down from the redrive until day 6.5; C: redriven on day 10; D: redriven on day 15; E: no failure, consumers down until day 3.5."""
 
 
 def _outcomes() -> dict[str, str]:
@@ -102,10 +103,19 @@ def check_safe_retention(survives: Any) -> Feedback:
     return hint(" ".join(lines))
 
 
+REPAID_HISTORY = (StatusChange("m-6e1", 2077, "PAID", 8), StatusChange("m-6e2", 2077, "REFUNDED", 9),
+                  StatusChange("m-6e3", 2077, "PAID", 10))
+"""Order 2077 later in its life: paid again after a refund, at versions 8 to 10. Its newest status is not the
+furthest along (a guard that ranks statuses instead of versions fails), its versions go past 9 (compared as
+text, "10" < "9") and past 3 (a guard that knows order 1042's versions fails)."""
+
+
 def _interleaved() -> list[tuple]:
-    """Every arrival order of each order alone, and runs with both orders' messages interleaved."""
+    """Every arrival order of each order alone, and runs with both orders' messages interleaved, and every
+    arrival order of :data:`REPAID_HISTORY` with its REFUNDED duplicated."""
     first, second = arrival_orders(HISTORY), arrival_orders(OTHER_HISTORY, duplicated=OTHER_HISTORY[:1])
-    return first + second + interleaved_orders(first, second, per_order=1)
+    repaid = arrival_orders(REPAID_HISTORY, duplicated=REPAID_HISTORY[1:2])
+    return first + second + interleaved_orders(first, second, per_order=1) + repaid
 
 
 @exercise
@@ -114,9 +124,10 @@ def check_version_guard(statement: Any) -> Feedback:
 
     It is run on DuckDB against every arrival order of order 1042's PAID, SHIPPED and
     REFUNDED with duplicates of the first two, every arrival order of order 2077's PAID
-    and SHIPPED with a duplicate of PAID, and runs where both orders' messages arrive
-    interleaved: each run must end with every order in its newest status and leave an
-    order without messages alone.
+    and SHIPPED with a duplicate of PAID, runs where both orders' messages arrive
+    interleaved, and every arrival order of :data:`REPAID_HISTORY` (2077 paid again after a
+    refund, versions 8 to 10): each run must end with every order in its newest status and
+    leave an order without messages alone.
     """
     if (missing := blank(statement, "an SQL statement using $order_id, $status and $version")) is not None:
         return missing
