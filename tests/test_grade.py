@@ -206,3 +206,34 @@ def test_no_lesson_binds_a_check_name_itself_so_no_honest_copy_is_flagged():
 
     assert {path.stem: rebound_checks(nbformat.read(path, as_version=4)) for path in lesson_paths()} == {
         path.stem: set() for path in lesson_paths()}
+
+
+@pytest.mark.parametrize("patch", [
+    "import idemlib.course.exercises.lesson_09 as m\nm.RECOVERY_LIMIT = float('inf')",
+    "from idemlib.course.exercises import lesson_09\nlesson_09.WORK_LENGTHS = (12.0,)",
+    "from idemlib.course.exercises import lesson_09\nsetattr(lesson_09, 'RECOVERY_LIMIT', 1e9)",
+    "import idemlib\nidemlib.course.exercises.lesson_09.RECOVERY_LIMIT += 1e9",
+    "from idemlib.course.exercises import lesson_09\nvars(lesson_09)['RECOVERY_LIMIT'] = 1e9",
+    "from idemlib.course.exercises import lesson_09\nlesson_09.__dict__['RECOVERY_LIMIT'] = 1e9",
+])
+def test_a_submission_that_patches_the_course_code_has_every_check_marked_edited(patch):
+    """Lesson 09's check passes a 3600 s lease once its 300 s limit is patched to infinity, its cell untouched."""
+    from idemlib.course.grade import audit_checks, exercises_of, patched_course_code
+
+    lesson = tiny_lesson()
+    submission = handed_in(lesson, RIGHT, edit=lambda c: c.insert(3, new_code_cell(patch)))
+    assert patched_course_code(submission)
+    assert audit_checks(submission, exercises_of(lesson)) == {
+        "check_running_example": "check edited", "check_overcharge": "check edited"}
+
+
+def test_reading_the_course_code_is_not_patching_it_and_no_lesson_patches_it():
+    from idemlib.course.grade import patched_course_code
+    from idemlib.course.lessons import lesson_paths
+
+    reading = handed_in(tiny_lesson(), RIGHT, edit=lambda c: c.insert(3, new_code_cell(
+        "from idemlib.course.exercises import lesson_09 as exercise_09\nprint(exercise_09.RECOVERY_LIMIT)\n"
+        "limits = {}\nlimits['recovery'] = exercise_09.RECOVERY_LIMIT")))
+    assert patched_course_code(reading) == []
+    assert {path.stem: patched_course_code(nbformat.read(path, as_version=4)) for path in lesson_paths()} == {
+        path.stem: [] for path in lesson_paths()}

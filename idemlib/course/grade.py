@@ -96,6 +96,51 @@ def lesson_of(notebook: NotebookNode, lessons: dict[str, NotebookNode]) -> str |
     return next((stem for stem, lesson in lessons.items() if title_of(lesson) == title), None)
 
 
+def _root_name(node: ast.AST) -> str | None:
+    """The name an expression such as ``m.CONSTANT`` or ``m.sub.f`` starts from."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def patched_course_code(submission: NotebookNode) -> list[str]:
+    """Lines of a submission that change the course's own code: an attribute of something imported from
+    idemlib assigned or deleted (``lesson_09.RECOVERY_LIMIT = 1e9``), or changed through setattr, delattr,
+    vars() or ``__dict__``. A check that reads a patched constant is no longer the lesson's check."""
+    imported: set[str] = set()
+    trees = []
+    for cell in submission.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        trees.append((cell.source, tree))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {alias.asname or alias.name.split(".")[0] for alias in node.names
+                             if alias.name.split(".")[0] == "idemlib"}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "idemlib":
+                imported |= {alias.asname or alias.name for alias in node.names}
+    found = []
+    for source, tree in trees:
+        lines = source.splitlines()
+        for node in ast.walk(tree):
+            targets: list[ast.AST] = []
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                targets = [t for t in targets if isinstance(t, (ast.Attribute, ast.Subscript))]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id in ("setattr", "delattr", "vars") and node.args):
+                targets = [node.args[0]]
+            elif isinstance(node, ast.Attribute) and node.attr == "__dict__":
+                targets = [node.value]
+            if any(_root_name(target) in imported for target in targets):
+                found.append(lines[node.lineno - 1].strip())
+    return found
+
+
 def audit_checks(submission: NotebookNode, expected: list[Exercise]) -> dict[str, str]:
     """For each exercise whose check cell is not the lesson's, in its place: deleted, edited or moved."""
     found: dict[str, tuple[int, str]] = {}
@@ -105,6 +150,8 @@ def audit_checks(submission: NotebookNode, expected: list[Exercise]) -> dict[str
         if cell.cell_type == "code" and (name := _called_check(cell.source)) and name not in found:
             found[name] = (index, _normalised(cell.source))
     problems: dict[str, str] = {name: "check edited" for name in rebound_checks(submission)}
+    if patched_course_code(submission):  # every check may read what was patched
+        problems |= {exercise.name: "check edited" for exercise in expected}
     last = -1
     for number, exercise in enumerate(expected):
         if exercise.name in problems:
