@@ -63,6 +63,13 @@ def _read(name: str, answer: Any) -> float | Feedback:
     return seconds
 
 
+def _claim_span(trace: pd.DataFrame) -> float:
+    """The longest time any delivery held its claim: from its claim to its completion."""
+    steps = trace[trace["event"] == "step"]
+    at = steps.pivot_table(index=["message_id", "delivery"], columns="detail", values="time", aggfunc="min")
+    return float((at["mark completed"] - at["claim"]).max()) if "mark completed" in at else 0.0
+
+
 def _uncovered(trace: pd.DataFrame, deadline: float) -> tuple[str, float] | None:
     """The claim that ran out longest before its consumer, still working, marked it completed, and by how much.
 
@@ -108,6 +115,7 @@ def check_deadline(lease_seconds: Any, deadline_seconds: Any) -> Feedback:
         return deadline
     handler = InProgressHandler(deadline)
     database = RecordsDuckDB()
+    held = 0.0
     # No fault at all: two consumers, payments of several lengths. Nothing should be handed out twice.
     for length in WORK_LENGTHS:
         calm = run_long(handler, PAYMENTS, consumers=2, lease=lease, database=database,
@@ -122,6 +130,7 @@ def check_deadline(lease_seconds: Any, deadline_seconds: Any) -> Feedback:
             return hint(f"With {_a(lease)} lease, a payment of {length:g} s reached its ack {when} its lease ran out. "
                         "No other consumer was free to take it in this run, but one that was would have. The lease has "
                         "to outlast the longest payment.")
+        held = max(held, _claim_span(calm.result.trace))
         if (gap := _uncovered(calm.result.trace, deadline)) is not None:
             message_id, by = gap
             when = f"{by:g} s before" if by > 0 else "the very moment"
@@ -148,5 +157,6 @@ def check_deadline(lease_seconds: Any, deadline_seconds: Any) -> Feedback:
                     f"{RECOVERY_LIMIT:g} s allowed: the redelivery that may take over a dead claim comes only after "
                     "both the lease and the deadline have run out. Think about how each one adds to the wait.")
     return right(f"{_a(lease).capitalize()} lease outlasts the longest payment ({DELIVERY_TO_ACK:g} s), so nothing "
-                 f"was handed out twice without a fault; {_a(deadline)} claim covers the work; after a crash every "
+                 f"was handed out twice without a fault; {_a(deadline)} claim covers the work (a claim is "
+                 f"held {held:g} s at most, from the claim to the completion); after a crash every "
                  f"payment was charged once, the slowest {waits.max():g} s after its first delivery.")
