@@ -14,7 +14,10 @@ BANKS = {
         right=[(90, 80), (100, 100), (120.0, 75.5), (76, 150), (200, 150), (80, 100), (150, 100),
                (Decimal("150"), Fraction(181, 2)), (timedelta(seconds=90), timedelta(seconds=100)),
                (np.int64(90), np.float64(80.0)),  # what a pandas computation hands back
-               ("90", "80"), (" 90 s", "80")],
+               ("90", "80"), (" 90 s", "80"),
+               # The claim runs from the claim to the completion, 73 s of the longest payment's 75 s; a lease
+               # ending exactly 300 s after the first delivery less the 73 s still charges within the 5 minutes.
+               (76, 74), (227, 74)],
         wrong=[
             # The lease as the broker ships it: the long payment outlives it with no fault at all.
             Wrong((30, 80), "outlast the longest payment"),
@@ -36,6 +39,8 @@ BANKS = {
             Wrong((80, 330), "dead-letter"),
             Wrong((90, 3600), "dead-letter"),  # Powertools' default record life
             Wrong((90, float("inf")), "dead-letter"),
+            Wrong((float("inf"), 80), "never runs out"),  # never redelivered after a crash: never charged
+            Wrong((228, 74), "301 s after"),
             Wrong((float("nan"), 90), "NaN"),
             Wrong((90, float("nan")), "NaN"),
             Wrong(("ninety", 90), "number"),
@@ -57,3 +62,11 @@ def test_one_blank_among_two_answers_is_still_not_answered():
         feedback = check_deadline(*answers)
         assert not feedback and "Not answered yet" in feedback.message
 
+
+
+def test_the_feedback_reads_an_80_s_claim_not_a_80_s_claim():
+    from idemlib.course.exercises import check_deadline
+
+    assert "an 80 s claim" in check_deadline(90, 80).message
+    assert check_deadline(80, 100).message.startswith("An 80 s lease")
+    assert "an 18 s lease" in check_deadline(18, 90).message

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import yaml
 
@@ -84,6 +85,12 @@ def test_every_fact_has_a_claim_a_source_a_quote_and_the_version_it_holds_for_an
         source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
         quoted |= set(re.findall(r"fact\([\"'](\w+)[\"']\)", source))
     assert quoted <= set(facts.index)
+
+
+def test_every_fact_is_one_row():
+    """A merge that keeps both sides of a row makes fact(name) return a table, and every lesson reading it fails."""
+    names = pd.read_csv(ROOT / "data" / "facts.csv", dtype=str)["fact"]
+    assert not names.duplicated().any(), f"facts.csv holds these facts twice: {sorted(set(names[names.duplicated()]))}"
 
 
 def test_unknown_facts_are_refused_with_the_fix():

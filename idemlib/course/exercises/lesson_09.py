@@ -44,6 +44,14 @@ def _seconds(answer: Any) -> float | None:
     return float(answer)
 
 
+def _a(seconds: float) -> str:
+    """The seconds with the article they take when read aloud: "a 90 s", "an 80 s", "an 11 s", "an 18000 s"."""
+    said = f"{seconds:g}"
+    whole = said.split(".")[0]
+    vowel = said.startswith(("8", "inf")) or whole in ("11", "18") or (len(whole) == 5 and whole[:2] in ("11", "18"))
+    return f"{'an' if vowel else 'a'} {said} s"
+
+
 def _read(name: str, answer: Any) -> float | Feedback:
     seconds = _seconds(answer)
     if seconds is None:
@@ -53,6 +61,13 @@ def _read(name: str, answer: Any) -> float | Feedback:
     if seconds <= 0:
         return hint(f"{name} must be positive: a lease or a claim that is over before it starts protects nothing.")
     return seconds
+
+
+def _claim_span(trace: pd.DataFrame) -> float:
+    """The longest time any delivery held its claim: from its claim to its completion."""
+    steps = trace[trace["event"] == "step"]
+    at = steps.pivot_table(index=["message_id", "delivery"], columns="detail", values="time", aggfunc="min")
+    return float((at["mark completed"] - at["claim"]).max()) if "mark completed" in at else 0.0
 
 
 def _uncovered(trace: pd.DataFrame, deadline: float) -> tuple[str, float] | None:
@@ -100,33 +115,39 @@ def check_deadline(lease_seconds: Any, deadline_seconds: Any) -> Feedback:
         return deadline
     handler = InProgressHandler(deadline)
     database = RecordsDuckDB()
+    held = 0.0
     # No fault at all: two consumers, payments of several lengths. Nothing should be handed out twice.
     for length in WORK_LENGTHS:
         calm = run_long(handler, PAYMENTS, consumers=2, lease=lease, database=database,
                         work_seconds=length - _STEPS_AROUND_WORK)
         spent = len(calm.result.events(BACKED_OFF)) + len(calm.result.events(TAKEN_OVER))
         if spent or calm.result.dead_letters:
-            return hint(f"With no fault at all, a {lease:g} s lease ran out while a payment of {length:g} s was still "
+            return hint(f"With no fault at all, {_a(lease)} lease ran out while a payment of {length:g} s was still "
                         f"being worked on: the broker handed it to the other consumer, and {spent} deliveries were "
                         "refused or took over live work. The lease has to outlast the longest payment.")
         if (margin := _lease_margin(calm.result.trace, lease)) <= 0:
             when = f"{-margin:g} s after" if margin < 0 else "the very moment"
-            return hint(f"With a {lease:g} s lease, a payment of {length:g} s reached its ack {when} its lease ran out. "
+            return hint(f"With {_a(lease)} lease, a payment of {length:g} s reached its ack {when} its lease ran out. "
                         "No other consumer was free to take it in this run, but one that was would have. The lease has "
                         "to outlast the longest payment.")
+        held = max(held, _claim_span(calm.result.trace))
         if (gap := _uncovered(calm.result.trace, deadline)) is not None:
             message_id, by = gap
             when = f"{by:g} s before" if by > 0 else "the very moment"
-            return hint(f"With a {deadline:g} s deadline, the claim on {message_id} ran out {when} its consumer, still "
+            return hint(f"With {_a(deadline)} deadline, the claim on {message_id} ran out {when} its consumer, still "
                         "working, marked it completed. No copy arrived in that gap in this run, but a producer's retry "
                         "that did would have taken over and repeated the work. The claim has to cover the work.")
+    if math.isinf(lease):
+        return hint("A lease that never runs out never hands a dead consumer's message to anyone else: after a crash "
+                    "the payment would never be charged. The lease has to end, soon enough for the redelivery to "
+                    f"take over within {RECOVERY_LIMIT:g} s.")
     # A restart: every consumer dies right after its first claim of each payment, and comes back with nothing.
     # One consumer per payment, so no payment waits for a free consumer: the wait is the lease's and the claim's.
     crashed = run_long(handler, PAYMENTS, consumers=len(PAYMENTS), lease=lease, database=database,
                        work_seconds=DELIVERY_TO_ACK - _STEPS_AROUND_WORK,
                        faults=FaultPlan(crashes=[Crash("work", message_id=None)]))
     if crashed.result.dead_letters or crashed.card_charges < len(PAYMENTS):
-        return hint(f"With a {deadline:g} s deadline and a {lease:g} s lease, after a crash the claim refused every "
+        return hint(f"With {_a(deadline)} deadline and {_a(lease)} lease, after a crash the claim refused every "
                     f"redelivery: {len(crashed.result.dead_letters)} of {len(PAYMENTS)} payments went to the dead-letter "
                     "queue with nothing charged. The claim must end while the broker is still redelivering.")
     waits = _charged_after(crashed.result.trace)
@@ -135,6 +156,7 @@ def check_deadline(lease_seconds: Any, deadline_seconds: Any) -> Feedback:
         return hint(f"After a crash, {slowest} was charged {waits.max():g} s after its first delivery, over the "
                     f"{RECOVERY_LIMIT:g} s allowed: the redelivery that may take over a dead claim comes only after "
                     "both the lease and the deadline have run out. Think about how each one adds to the wait.")
-    return right(f"A {lease:g} s lease outlasts the longest payment ({DELIVERY_TO_ACK:g} s), so nothing was handed out "
-                 f"twice without a fault; a {deadline:g} s claim covers the work; after a crash every payment was "
-                 f"charged once, the slowest {waits.max():g} s after its first delivery.")
+    return right(f"{_a(lease).capitalize()} lease outlasts the longest payment ({DELIVERY_TO_ACK:g} s), so nothing "
+                 f"was handed out twice without a fault; {_a(deadline)} claim covers the work (a claim is "
+                 f"held {held:g} s at most, from the claim to the completion); after a crash every "
+                 f"payment was charged once, the slowest {waits.max():g} s after its first delivery.")
