@@ -7,6 +7,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.brokers.sources import SOURCES
@@ -19,7 +20,13 @@ BANKS = {
     "check_content_based": Bank(
         right=[(set(REACH),), (list(reversed(REACH)),), (tuple(f" {s}" for s in REACH),),
                ({s.capitalize() for s in REACH},), ((s.replace(" ", "  ") for s in REACH),),
-               (EVERY,), ({s: np.bool_(v) for s, v in EVERY.items()},), ({s: int(v) for s, v in EVERY.items()},)],
+               (EVERY,), ({s: np.bool_(v) for s, v in EVERY.items()},), ({s: int(v) for s, v in EVERY.items()},),
+               # punctuation is not the question: no hyphen, no comma, a full stop, a typographic apostrophe
+               (["application resend after the window.", "consumer crash after commit before ack",
+                 "Lease expires while the handler works", "dead letter replay"],),
+               ({s.replace("'", "\u2019"): v for s, v in EVERY.items()},),
+               # the mapping answer built with pandas, as the lesson's own tables are
+               (pd.Series(EVERY),)],
         wrong=[
             Wrong(([*REACH, "relay republish with a new ID"],), "no deduplication ID sent"),
             Wrong((REACH[1:],), "left out"),
@@ -36,12 +43,16 @@ BANKS = {
             Wrong(({**EVERY, "ack lost on the way": True},), "delete"),
             Wrong(({s: v for s, v in EVERY.items() if v},), "leaves 4 out"),
             Wrong(({**EVERY, "dead-letter replay": "maybe"},), "mapping"),
+            Wrong((pd.Series({**EVERY, "relay republish with a new ID": True}),), "no deduplication ID sent"),
+            Wrong((["application resend after the window", "consumer crash after commit", "lease expires",
+                    "dead letter replay"],), "source names"),  # cut-down names are not the table's rows
         ],
     ),
     "check_interval_sends": Bank(
         right=[({0, 9, 16},), ([16, 9, 0],), ((0.0, 9.0, 16.0),), ({np.int64(0), np.int64(9), np.int64(16)},),
                ({"0", "9", " 16 "},), ({timedelta(0), timedelta(minutes=9), timedelta(minutes=16)},),
-               ({Decimal("0"), Fraction(18, 2), 16},), ({0: True, 3: False, 9: True, 10: False, 16: True},)],
+               ({Decimal("0"), Fraction(18, 2), 16},), ({0: True, 3: False, 9: True, 10: False, 16: True},),
+               (pd.Series({0: True, 3: False, 9: True, 10: False, 16: True}),), (pd.Series([0, 9, 16]),)],
         wrong=[
             Wrong(({0},), "for ever"),  # an ID is never forgotten
             Wrong(({0, 9, 10, 16},), "not from the very first one"),  # the interval counted from the first send only
@@ -49,6 +60,8 @@ BANKS = {
             Wrong(({9, 16},), "first send"),
             Wrong(({0, 9},), "left out"),  # the interval never ends once restarted
             Wrong(({0, 10, 16},), "less than five minutes"),  # the repeat's own time taken for the stored one
+            Wrong(({0, 16},), "left out"),  # Service Bus's default 10-minute window taken for SQS's 5 minutes
+            Wrong((pd.Series({0: True, 3: False, 9: True, 10: True, 16: True}),), "less than five minutes"),
             Wrong(({0, 5, 10, 15},), "one of SENDS"),
             Wrong(("0, 9, 16",), "set of minutes"),
             Wrong(({0: True, 9: True, 16: True},), "leaves 2 out"),

@@ -7,12 +7,14 @@ from the same rules the lesson's table and timeline show, never from a stored an
 from __future__ import annotations
 
 import numbers
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from idemlib.brokers.models import SQS_FIFO, SQS_FIFO_CONTENT
 from idemlib.brokers.sources import SOURCES, run_broker
@@ -32,8 +34,9 @@ M7F3 = Message.charge("m-7f3", 1042, 40)
 
 
 def _name(item: Any) -> str:
-    # "Dead-letter replay" or "dead-letter  replay" name the same source as the table's row.
-    return " ".join(str(item).split()).lower()
+    # "Dead-letter replay", "dead letter replay" and "dead-letter  replay." name the same source as the table's
+    # row: case, spaces, punctuation and the kind of apostrophe are not what the exercise asks about.
+    return " ".join(re.sub(r"[^0-9a-z]+", " ", re.sub(r"['\u2019]", "", str(item).lower())).split())
 
 
 def _yes_or_no(value: Any) -> bool | None:
@@ -50,6 +53,8 @@ def _chosen(answer: Any, items: dict[Any, Any], read: Callable[[Any], Any]) -> s
     into a spelling. Returns the set picked, None for an unreadable answer, or the
     message for a mapping that leaves items out.
     """
+    if isinstance(answer, pd.Series) and pd.api.types.is_bool_dtype(answer):
+        answer = answer.to_dict()  # a Series of True/False by item is the mapping answer, built with pandas
     if isinstance(answer, Mapping):
         picked, seen = set(), set()
         for key, value in answer.items():
