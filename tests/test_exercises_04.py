@@ -157,6 +157,10 @@ def three_hex_digits(message_id, call):
     return hashlib.md5(f"{message_id}:{call}".encode()).hexdigest()[:3]
 
 
+def call_cut_to_two(message_id, call):
+    return f"{message_id}:{call[:2]}"  # charge and charge-2 share "ch"
+
+
 class KeyMaker:
     def __call__(self, message_id, call):
         return f"{message_id}:{call}"
@@ -196,6 +200,7 @@ BANKS = {
             Wrong((etc_hostname,), "host name"),
             Wrong((crc_last_byte,), "cut down"),
             Wrong((three_hex_digits,), "cut down"),
+            Wrong((call_cut_to_two,), "besides which message"),
             Wrong((KeyMaker(),), "written with def"),
             Wrong((one_argument,), "two arguments"),
             Wrong(("m-7f3:charge",), "function"),
