@@ -161,6 +161,16 @@ def call_cut_to_two(message_id, call):
     return f"{message_id}:{call[:2]}"  # charge and charge-2 share "ch"
 
 
+def key_maker(separator):
+    def key(message_id, call):
+        return f"{message_id}{separator}{call}"
+    return key
+
+
+made_by_a_factory = key_maker(":")  # a right answer: the restart runs this statement again
+made_with_a_startup_uuid = key_maker(f":{uuid.uuid4()}:")  # run again, it gets another UUID
+
+
 class KeyMaker:
     def __call__(self, message_id, call):
         return f"{message_id}:{call}"
@@ -173,7 +183,8 @@ def one_argument(message_id):
 BANKS = {
     "check_key_function": Bank(
         right=[(joined,), (call_first,), (digest_of_both,), (lambda m, call: f"{m}:{call}",),
-               (crc_of_both,), (with_a_helper,), (namespaced_uuid5,), (uuid5_from_a_module_constant,)],
+               (crc_of_both,), (with_a_helper,), (namespaced_uuid5,), (uuid5_from_a_module_constant,),
+               (made_by_a_factory,)],
         wrong=[
             Wrong((upper,), "besides which message"),
             Wrong((digest_of_the_id,), "besides which message"),
@@ -201,6 +212,7 @@ BANKS = {
             Wrong((crc_last_byte,), "cut down"),
             Wrong((three_hex_digits,), "cut down"),
             Wrong((call_cut_to_two,), "besides which message"),
+            Wrong((made_with_a_startup_uuid,), "fresh process"),
             Wrong((KeyMaker(),), "written with def"),
             Wrong((one_argument,), "two arguments"),
             Wrong(("m-7f3:charge",), "function"),

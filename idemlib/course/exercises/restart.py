@@ -182,8 +182,16 @@ def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], machine:
     zone and clock, with ``seed`` as its string-hash seed.
     """
     name = "function_from_lambda" if function.__name__ == "<lambda>" else function.__name__
-    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host),
-                         *_needed(function, _names_read(function.__code__), {name}), _source_of(function),
+    if function.__closure__:  # made by another function (a factory): run again the statement that made it
+        name = next((bound for bound, value in function.__globals__.items()
+                     if value is function and not bound.startswith("_")), "")
+        if not name:
+            raise ValueError("the function was made inside another function and is bound to no global name; "
+                             "assign it to a name in a cell of its own")
+        definition = _needed(function, [name], set())
+    else:
+        definition = [*_needed(function, _names_read(function.__code__), {name}), _source_of(function)]
+    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host), *definition,
                          "import json, sys",
                          f"print(json.dumps([str({name}(*args)) for args in json.loads(sys.argv[1])]))"])
     done = subprocess.run([sys.executable, "-c", program, json.dumps([list(args) for args in arguments])],
