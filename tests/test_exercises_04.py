@@ -132,6 +132,45 @@ def node_name(message_id, call):
     return f"{os.uname().nodename}/{message_id}/{call}"
 
 
+def month_bucket(message_id, call):
+    return f"{message_id}:{call}:{datetime.date.today():%Y-%m}"  # the same for days, another key next month
+
+
+def year_bucket(message_id, call):
+    return f"{message_id}:{call}:{datetime.datetime.now().year}"
+
+
+def hardware_address(message_id, call):
+    return f"{uuid.getnode():x}:{message_id}:{call}"  # the machine's MAC address: another machine, another key
+
+
+def etc_hostname(message_id, call):
+    with open("/etc/hostname") as file:
+        return f"{file.read().strip()}:{message_id}:{call}"
+
+
+def crc_last_byte(message_id, call):
+    return f"{zlib.crc32(message_id.encode()) & 0xFF}:{call}"  # 256 values: collides among a day's messages
+
+
+def three_hex_digits(message_id, call):
+    return hashlib.md5(f"{message_id}:{call}".encode()).hexdigest()[:3]
+
+
+def call_cut_to_two(message_id, call):
+    return f"{message_id}:{call[:2]}"  # charge and charge-2 share "ch"
+
+
+def key_maker(separator):
+    def key(message_id, call):
+        return f"{message_id}{separator}{call}"
+    return key
+
+
+made_by_a_factory = key_maker(":")  # a right answer: the restart runs this statement again
+made_with_a_startup_uuid = key_maker(f":{uuid.uuid4()}:")  # run again, it gets another UUID
+
+
 class KeyMaker:
     def __call__(self, message_id, call):
         return f"{message_id}:{call}"
@@ -144,7 +183,8 @@ def one_argument(message_id):
 BANKS = {
     "check_key_function": Bank(
         right=[(joined,), (call_first,), (digest_of_both,), (lambda m, call: f"{m}:{call}",),
-               (crc_of_both,), (with_a_helper,), (namespaced_uuid5,), (uuid5_from_a_module_constant,)],
+               (crc_of_both,), (with_a_helper,), (namespaced_uuid5,), (uuid5_from_a_module_constant,),
+               (made_by_a_factory,)],
         wrong=[
             Wrong((upper,), "besides which message"),
             Wrong((digest_of_the_id,), "besides which message"),
@@ -165,6 +205,14 @@ BANKS = {
             Wrong((short_digest,), "cut down"),
             Wrong((cut_short,), "the same key"),
             Wrong((call_initial,), "besides which message"),
+            Wrong((month_bucket,), "clock"),
+            Wrong((year_bucket,), "clock"),
+            Wrong((hardware_address,), "host name"),
+            Wrong((etc_hostname,), "host name"),
+            Wrong((crc_last_byte,), "cut down"),
+            Wrong((three_hex_digits,), "cut down"),
+            Wrong((call_cut_to_two,), "besides which message"),
+            Wrong((made_with_a_startup_uuid,), "fresh process"),
             Wrong((KeyMaker(),), "written with def"),
             Wrong((one_argument,), "two arguments"),
             Wrong(("m-7f3:charge",), "function"),

@@ -69,6 +69,18 @@ def request_prefix(record):
     return record["request_id"][:16]  # a shorter key, but request IDs run to 185 characters
 
 
+def request_suffix(record):
+    return record["request_id"][-12:]  # the other end: request IDs that differ only in the middle collide
+
+
+def month_bucket(record):
+    return f"{record['request_id']}:{datetime.date.today():%Y-%m}"  # the same for days, another ID next month
+
+
+def hardware_address(record):
+    return f"{uuid.getnode():x}/{record['request_id']}"  # the machine's MAC address
+
+
 STARTED = uuid.uuid4()
 
 
@@ -117,6 +129,9 @@ BANKS = {
             Wrong((five_minute_bucket,), "same on every copy"),
             Wrong((hour_bucket,), "same on every copy"),
             Wrong((request_prefix,), "same ID"),
+            Wrong((request_suffix,), "same ID"),
+            Wrong((month_bucket,), "clock"),
+            Wrong((hardware_address,), "host name"),
             Wrong((startup_uuid,), "start-up"),
             Wrong((remembered,), "starts empty"),
             Wrong((with_today,), "clock"),

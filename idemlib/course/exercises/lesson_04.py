@@ -17,8 +17,13 @@ __all__ = ["check_key_function"]
 # a hash cut down to a few characters.
 _STEM = "order-1042/payment-request/" + "7f3c9a1e" * 25
 MESSAGES = ("m-7f3", "m-7f4", "m-9c2", "m-8a1", *(f"m-{n:03x}" for n in range(0x100, 0x10c)),
-            *(f"{_STEM[:length - 1]}{last}" for length in (9, 17, 36, 80, 200) for last in "ab"))
-CALLS = ("charge", "fee", "capture")
+            *(f"{_STEM[:length - 1]}{last}" for length in (9, 17, 36, 80, 200) for last in "ab"),
+            # and a thousand more, as a day's traffic: a key cut to a short hash (a few hex digits, a CRC's
+            # last byte) collides among 4,000 calls, where among 78 it could slip through by luck
+            *(f"m-{n:05x}" for n in range(0x20000, 0x20000 + 1000)))
+# Calls that share a first letter (charge, capture) and one that extends another's name (charge, charge-2: a
+# second instalment), so a key with the call's name cut to any prefix collides.
+CALLS = ("charge", "fee", "capture", "charge-2")
 PAIRS = [(message, call) for message in MESSAGES for call in CALLS]
 
 
@@ -61,7 +66,7 @@ def check_key_function(call_key: Any) -> Feedback:
                     f"failed ({error}). Write it with def, and import what it uses at the top of its cell.")
     if any(again != keys for again in restarted):
         return hint("In a fresh process (a consumer restarted after a crash, or redeployed on another machine, a day "
-                    "later) it gave other keys for the same calls. A restart brings back your code, not your memory: "
+                    "or a year later) it gave other keys for the same calls. A restart brings back your code, not your memory: "
                     "a dict of keys starts empty, a UUID made at start-up is a new one, and a process ID, a host name, "
                     "the clock (a date, an hour) and Python's hash() of a string all change. Build the key only from "
                     "what the message itself carries.")

@@ -14,13 +14,14 @@ from idemlib.ids import SOURCES, Copy, judge, make_copies, record, twin_facts
 __all__ = ["check_message_id"]
 
 
-# Request IDs of many lengths (7 to 185 characters), in groups that share all but their last characters: an ID
-# cut to a prefix collides with another request's.
+# Request IDs of many lengths (9 to 184 characters), in groups that differ only in the middle: an ID cut to a
+# prefix or to a suffix collides with another request's.
 _STEM = "checkout-session/" + "5d1e08b3" * 25
 
 
 def _request_id(fact: int) -> str:
-    return f"{_STEM[:(6, 14, 40, 90, 180)[fact % 5]]}-{fact}"
+    stem = _STEM[:(3, 7, 20, 45, 90)[fact % 5]]
+    return f"{stem}-{fact}-{stem[::-1]}"
 
 
 def spread(copies: list[Copy], *, seed: int = 10) -> list[Copy]:
@@ -51,12 +52,13 @@ def check_message_id(message_id: Any) -> Feedback:
     missed, dropped = outcome["duplicates missed"], outcome["real messages dropped"]
     if not missed and not dropped:
         try:
-            again = in_fresh_process(message_id, [(record(copy),) for copy in copies], OTHER_MACHINES[0], 1)
+            restarted = [in_fresh_process(message_id, [(record(copy),) for copy in copies], machine, seed)
+                         for seed, machine in enumerate(OTHER_MACHINES, start=1)]
         except (OSError, RuntimeError, SyntaxError, TypeError, ValueError, subprocess.TimeoutExpired) as error:
             return hint(f"The check computes the IDs again in a fresh Python process, as a restarted consumer would, and "
                         f"that failed ({error}). Write it with def, and import what it uses at the top of its cell.")
-        if again != [str(value) for value in ids]:
-            return hint("In a fresh process (a consumer restarted after a crash, on another machine, a day later) it gave "
+        if any(again != [str(value) for value in ids] for again in restarted):
+            return hint("In a fresh process (a consumer restarted after a crash, on another machine, a day or a year later) it gave "
                         "other IDs for the same copies, so every redelivery after a restart would look new to the inbox. "
                         "A restart brings back your code, not your memory: a dict starts empty, a UUID made at start-up "
                         "is a new one, and Python's hash() of a string, a process ID, a host name and the clock change. "

@@ -132,12 +132,16 @@ def _status(value: Any) -> int | None:
         return None
 
 
+def _words(text: str) -> str:
+    return " ".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
 def _move(value: Any) -> str | None:
-    """A move written with any case, spacing or punctuation around it, as one of :data:`CLIENT_MOVES`; None if not one."""
+    """A move by its short name or its description, in any case, spacing or punctuation, as one of :data:`CLIENT_MOVES`."""
     if not isinstance(value, str):
         return None
-    words = " ".join("".join(c if c.isalnum() else " " for c in value.lower()).split())
-    return next((move for move in CLIENT_MOVES if move == words), None)
+    words = _words(value)
+    return next((move for move, description in CLIENT_MOVES.items() if words in (move, _words(description))), None)
 
 
 def _why(status: int, situation: str, move: str, result: Outcome) -> str:

@@ -4,9 +4,10 @@ A restart carries the program's text over, never its memory. The fresh process g
 the function's source, the imports it uses, and the statements that define the other
 names it reads, and runs those statements again: a dict of remembered keys starts
 empty, a UUID made at start-up is a new one, a namespace constant written in the
-source is the same one. It runs as a consumer redeployed onto another machine, days
-later: another host name, time zone and clock, its own process ID and string-hash
-seed (``PYTHONHASHSEED``), so a key carrying any of those changes.
+source is the same one. It runs as a consumer redeployed onto another machine, a day,
+days and more than a year later: another host name (``/etc/hostname`` included),
+hardware address (``uuid.getnode()``), time zone and clock, its own process ID and
+string-hash seed (``PYTHONHASHSEED``), so a key carrying any of those changes.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ class Machine:
     seconds_later: float
 
 
-# POSIX zones need no tz database. 26.5 hours and 3.6 days later: another date, another UTC hour, another minute.
-OTHER_MACHINES = (Machine("consumer-2", "WEST+12", 26.5 * 3600), Machine("consumer-3", "EAST-14", 3.6 * 86400))
+# POSIX zones need no tz database. 26.5 hours, 3.6 days and 400 days later: another date, another UTC hour, another
+# minute, and (400 days on) another month and year, so a key from a month or year bucket changes too.
+OTHER_MACHINES = (Machine("consumer-2", "WEST+12", 26.5 * 3600), Machine("consumer-3", "EAST-14", 3.6 * 86400),
+                  Machine("consumer-4", "UTC0", 400 * 86400))
 
 # Put into the fresh process before the learner's code: the other machine's name and clock.
 _OTHER_MACHINE = '''
@@ -67,6 +70,14 @@ _socket.gethostname = _platform.node = lambda: _host
 _socket.getfqdn = lambda name="": _host
 _uname = _os.uname()
 _os.uname = lambda: _os.uname_result((_uname.sysname, _host, _uname.release, _uname.version, _uname.machine))
+import builtins as _builtins, io as _io, uuid as _uuid, zlib as _zlib
+_uuid.getnode = lambda: _zlib.crc32(_host.encode()) | (1 << 40)  # another machine, another hardware address
+_open = _io.open
+def _open_here(file, *args, **kwargs):
+    if isinstance(file, (str, _os.PathLike)) and _os.path.realpath(file) == "/etc/hostname":
+        return _io.StringIO(_host + "\\n")
+    return _open(file, *args, **kwargs)
+_builtins.open = _io.open = _open_here
 '''
 
 
@@ -171,8 +182,16 @@ def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], machine:
     zone and clock, with ``seed`` as its string-hash seed.
     """
     name = "function_from_lambda" if function.__name__ == "<lambda>" else function.__name__
-    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host),
-                         *_needed(function, _names_read(function.__code__), {name}), _source_of(function),
+    if function.__closure__:  # made by another function (a factory): run again the statement that made it
+        name = next((bound for bound, value in function.__globals__.items()
+                     if value is function and not bound.startswith("_")), "")
+        if not name:
+            raise ValueError("the function was made inside another function and is bound to no global name; "
+                             "assign it to a name in a cell of its own")
+        definition = _needed(function, [name], set())
+    else:
+        definition = [*_needed(function, _names_read(function.__code__), {name}), _source_of(function)]
+    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host), *definition,
                          "import json, sys",
                          f"print(json.dumps([str({name}(*args)) for args in json.loads(sys.argv[1])]))"])
     done = subprocess.run([sys.executable, "-c", program, json.dumps([list(args) for args in arguments])],
