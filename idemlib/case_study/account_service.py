@@ -108,28 +108,29 @@ def _inbox_tables(connection: Connection) -> None:
         connection.execute(statement)
 
 
+def open_account_once(connection: Connection, message: Any) -> bool:
+    """Inside the caller's transaction: record the message ID and, if it is new, open the account."""
+    body = message.body
+    new = connection.execute("INSERT INTO processed_messages VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
+                             (message.message_id,)).fetchone()
+    if new:
+        connection.execute("INSERT INTO loan_accounts VALUES (%s, %s, %s)",
+                           (body["application_id"], body["amount"], message.message_id))
+    return bool(new)
+
+
 def pay_inside(connection: Connection, message: Any) -> Iterator[str]:
     """The inbox, with the payout called while the transaction is open (it yields the call's step)."""
-    body = message.body
     with connection.transaction():
-        new = connection.execute("INSERT INTO processed_messages VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
-                                 (message.message_id,)).fetchone()
-        if new:
-            connection.execute("INSERT INTO loan_accounts VALUES (%s, %s, %s)",
-                               (body["application_id"], body["amount"], message.message_id))
+        if open_account_once(connection, message):
             yield "pay out (key m-42:payout)"
 
 
 def pay_first(connection: Connection, message: Any) -> Iterator[str]:
     """The payout called first, with its derived key, and the transaction opened afterwards."""
     yield "pay out (key m-42:payout)"
-    body = message.body
     with connection.transaction():
-        new = connection.execute("INSERT INTO processed_messages VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
-                                 (message.message_id,)).fetchone()
-        if new:
-            connection.execute("INSERT INTO loan_accounts VALUES (%s, %s, %s)",
-                               (body["application_id"], body["amount"], message.message_id))
+        open_account_once(connection, message)
 
 
 def payout_placement(connect: Callable[[], Connection]) -> pd.DataFrame:
