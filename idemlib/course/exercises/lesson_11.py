@@ -90,7 +90,7 @@ def check_alert_rule(alert: Any) -> Feedback:
             return hint(f"On the day '{name}' your rule fires at {clock_time(fired)}, after {clock_time(deadline)}. "
                         "Read that day's first window after noon in the plot (and how many deliveries it "
                         "handled): does your rule count it as high?")
-    return right(f"Quiet on the quiet day and at the quiet hour, and it pages at {clock_time(deadline)} on both bad "
+    return right(f"Quiet on the quiet day wherever a stray lost ack falls, and at the quiet hour, and it pages at {clock_time(deadline)} on both bad "
                  "days, a window sooner than the lesson's rule. The price: a single noisy window is enough to page, "
                  "so its floor has to keep thin windows out, and a busier normal day would need a higher threshold. "
                  "Which of the two troubles it is, the delivery signals answer.")

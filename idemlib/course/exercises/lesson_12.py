@@ -86,7 +86,9 @@ def check_safe_design(design: Any) -> Feedback:
         return hint(f"The runs answer {asked}. five_questions(my_design, {LONGEST_OUTAGE_HOURS:g}) shows what "
                     "each run measured; change one setting and check again.")
     kept = "forever" if design.keep_hours == float("inf") else f"{design.keep_hours:g} h"
-    return right(f"{design.guard} with a {design.payout_key} key, its own IDs kept {kept}, payouts looked up before "
+    # Only the inbox keeps processed IDs; the constraint and the version keep the business fact itself.
+    memory = f"its own IDs kept {kept}" if design.guard == "inbox" else "no table of IDs to prune"
+    return right(f"{design.guard} with a {design.payout_key} key, {memory}, payouts looked up before "
                  f"sending, answers all five questions yes with a redelivery and a retry {LONGEST_OUTAGE_HOURS:g} h "
                  "late. The payment system still forgets keys after 24 h; your lookup, not its memory, stops the "
                  "second payout.")
