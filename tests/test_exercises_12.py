@@ -44,6 +44,8 @@ BANKS = {
             # The plain inbox: its IDs are kept, but the payment system forgets the key after 24 h.
             Wrong((Design("the table's inbox"),), "question 4"),
             Wrong((Design("IDs a day", keep_hours=24, reconcile=True),), "after the late redelivery"),
+            # Exactly the outage: the run passes only by the seconds between delivery and save.
+            Wrong((Design("IDs as long as the outage", keep_hours=30, reconcile=True),), "longer than"),
             Wrong((Design("IDs forever, no lookup", keep_hours=math.inf),), "after the late retry"),
             Wrong((Design("memory", guard="memory", reconcile=True),), "question 1"),
             Wrong((Design("fresh key", payout_key="per attempt", reconcile=True),), "question 2"),
