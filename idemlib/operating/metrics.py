@@ -107,7 +107,7 @@ def delivery_signals(trace: pd.DataFrame, lease_seconds: float, since: float = 0
         "lease expiries": int(len(expired)),
         "share of expiries while still working": float(still_working),
         "share of deliveries that were a 3rd or later": float((counts >= 3).mean()) if len(counts) else 0.0,
-    })
+    }, dtype=object)  # a count stays a count (430, not 430.0) beside the seconds and shares
 
 
 def compare_signals(traces: dict[str, pd.DataFrame], lease_seconds: float, since: float = 0.0) -> pd.DataFrame:
