@@ -7,12 +7,24 @@ from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.operating.metrics import SkipRateAlert
 
+class _AlwaysRight(SkipRateAlert):
+    def fires_at(self, rates, window_seconds):  # pages at 12:15 on any day with many skips, else never
+        return 12 * 3600 + window_seconds if rates["skipped"].sum() > 20 else None
+
+
 BANKS = {
     "check_alert_rule": Bank(
-        right=[(SkipRateAlert(threshold=0.1, windows=1, min_handled=10),), (SkipRateAlert(0.2, 1, 6),),
-               (SkipRateAlert(threshold=0.07, windows=1, min_handled=10),),
+        right=[(SkipRateAlert(threshold=0.15, windows=1, min_handled=10),), (SkipRateAlert(0.2, 1, 6),),
+               (SkipRateAlert(threshold=0.21, windows=1, min_handled=14),),
                (SkipRateAlert(threshold=np.float64(0.1), windows=np.int64(1), min_handled=np.int64(12)),)],
         wrong=[
+            # Pass on the quiet day only because its three stray skips fell in busy windows: one stray
+            # lost ack in a thinner window that the rule counts (10, 14, 9 deliveries) would page.
+            Wrong((SkipRateAlert(threshold=0.1, windows=1, min_handled=10),), "would page"),
+            Wrong((SkipRateAlert(threshold=0.07, windows=1, min_handled=10),), "would page"),
+            Wrong((SkipRateAlert(threshold=0.1, windows=1, min_handled=6),), "would page"),
+            # A subclass that brings its own fires_at is not judged.
+            Wrong((_AlwaysRight(threshold=0.5, windows=3, min_handled=100),), "SkipRateAlert itself"),
             # The lesson's own rule: it pages at the quiet hour, two thin windows of one skip each.
             Wrong((SkipRateAlert(threshold=0.15, windows=2),), "quiet hour"),
             # The old answer, one window: fast enough, but the floor of 5 lets a thin window page at night.
@@ -29,7 +41,8 @@ BANKS = {
     "check_batch_crash": Bank(
         right=[("ack all",), ("crash before ack all",), ("  Ack all ",), ("ack_all",), ("before ack all",),
                ("after the commit",), ("right after the commit",), ("Crash before ACK-ALL",), ("after commit",),
-               ("crash after the commit",)],
+               ("crash after the commit",), ("after the commit, before ack all",), ("between commit and ack all",),
+               ("Before 'ack all'",)],
         wrong=[
             Wrong(("commit",), "rolls the whole batch back"),
             Wrong(("record ids",), "rolls the whole batch back"),
@@ -43,6 +56,8 @@ BANKS = {
             Wrong(("Commit",), "rolls the whole batch back"),
             Wrong(("after charge new",), "rolls the whole batch back"),  # the moment before the commit
             Wrong(("after ack all",), "redelivers nothing"),
+            Wrong(("between charge new and commit",), "rolls the whole batch back"),
+            Wrong(("after record ids, before commit",), "not neighbours"),
             Wrong((5,), "as text"),
         ],
     ),

@@ -38,11 +38,14 @@ BANKS = {
                (Design("inbox kept two days", keep_hours=48, reconcile=True),),
                (Design("kept forever", keep_hours=math.inf, reconcile=True),),
                (Design("just longer", keep_hours=30.5, reconcile=True),),
+               (Design("numpy hours", keep_hours=np.int64(48), reconcile=True),),  # what a pandas sum returns
                (Design("constraint", guard="unique application", payout_key="derived", keep_hours=1, reconcile=True),)],
         wrong=[
             # The plain inbox: its IDs are kept, but the payment system forgets the key after 24 h.
             Wrong((Design("the table's inbox"),), "question 4"),
             Wrong((Design("IDs a day", keep_hours=24, reconcile=True),), "after the late redelivery"),
+            # Exactly the outage: the run passes only by the seconds between delivery and save.
+            Wrong((Design("IDs as long as the outage", keep_hours=30, reconcile=True),), "longer than"),
             Wrong((Design("IDs forever, no lookup", keep_hours=math.inf),), "after the late retry"),
             Wrong((Design("memory", guard="memory", reconcile=True),), "question 1"),
             Wrong((Design("fresh key", payout_key="per attempt", reconcile=True),), "question 2"),

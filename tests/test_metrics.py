@@ -50,7 +50,7 @@ def test_the_signals_tell_a_slow_handler_from_lost_acks(days):
     slow = delivery_signals(days["slow"].trace, 30.0, since=NOON)
     storm = delivery_signals(days["storm"].trace, 30.0, since=NOON)
     assert slow["median handling time (s)"] > 30 > storm["median handling time (s)"]
-    assert slow["expired while still working"] > 0.5 > storm["expired while still working"]
+    assert slow["share of expiries while still working"] > 0.5 > storm["share of expiries while still working"]
     assert "slower than its lease" in diagnose(slow)
     assert "acks are being lost" in diagnose(storm)
 

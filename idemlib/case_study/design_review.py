@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from idemlib.explore import fault_points, interleavings
@@ -68,7 +70,8 @@ class Design:
 
     def __post_init__(self) -> None:
         hours = self.keep_hours
-        if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not 0 < hours <= math.inf:
+        # numbers.Real takes numpy's integers and floats too (what a pandas computation returns).
+        if isinstance(hours, (bool, np.bool_)) or not isinstance(hours, numbers.Real) or not 0 < hours <= math.inf:
             raise ValueError(f"keep_hours must be a number of hours above 0 (math.inf for IDs kept forever), "
                              f"not {hours!r}")
         if not isinstance(self.reconcile, bool):

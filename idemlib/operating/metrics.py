@@ -105,9 +105,9 @@ def delivery_signals(trace: pd.DataFrame, lease_seconds: float, since: float = 0
         "median handling time (s)": float(handling.median()) if len(handling) else 0.0,
         "lease (s)": float(lease_seconds),
         "lease expiries": int(len(expired)),
-        "expired while still working": float(still_working),
-        "deliveries that were a 3rd or later": float((counts >= 3).mean()) if len(counts) else 0.0,
-    })
+        "share of expiries while still working": float(still_working),
+        "share of deliveries that were a 3rd or later": float((counts >= 3).mean()) if len(counts) else 0.0,
+    }, dtype=object)  # a count stays a count (430, not 430.0) beside the seconds and shares
 
 
 def compare_signals(traces: dict[str, pd.DataFrame], lease_seconds: float, since: float = 0.0) -> pd.DataFrame:
@@ -122,6 +122,6 @@ def diagnose(signals: pd.Series) -> str:
     """Name the likely cause of a rise in skips from :func:`delivery_signals`."""
     if signals["lease expiries"] == 0:
         return "no lease ran out: the duplicates came from the producer (a retried publish, a relay, a replay)"
-    if signals["median handling time (s)"] > signals["lease (s)"] or signals["expired while still working"] > 0.5:
+    if signals["median handling time (s)"] > signals["lease (s)"] or signals["share of expiries while still working"] > 0.5:
         return "the handler is slower than its lease: leases run out while it still works; lengthen the lease or speed it up"
     return "acks are being lost: handling is quick, but leases run out after the ack was sent; look at the consumer-broker link"

@@ -37,14 +37,29 @@ def _rates(name: str) -> pd.DataFrame:
     return skip_rate(lesson_days()[name].trace, WINDOW_SECONDS, until=DAY_SECONDS)
 
 
+def _stray_skip_pages(alert: SkipRateAlert) -> tuple[float, int] | None:
+    """The first quiet-day window with no skip where one stray lost ack (one more delivery, skipped) makes ``alert``
+    page: its start and how many deliveries it would then handle; None if a stray skip pages nowhere."""
+    quiet = _rates("quiet day")
+    for start in quiet.index[(quiet["handled"] > 0) & (quiet["skipped"] == 0)]:
+        day = quiet.copy()
+        day.loc[start, "handled"] += 1
+        day.loc[start, "skipped"] += 1
+        day["skip rate"] = day["skipped"] / day["handled"].where(day["handled"] > 0).fillna(1)
+        if alert.fires_at(day, WINDOW_SECONDS) is not None:
+            return float(start), int(day.loc[start, "handled"])
+    return None
+
+
 @exercise
 def check_alert_rule(alert: Any) -> Feedback:
     """Lesson 11: a SkipRateAlert that pages by 12:15 on both bad days (a window after noon), never on the quiet day,
     never at the quiet hour of :func:`~idemlib.operating.metrics.quiet_hour`."""
     if (missing := blank(alert, "SkipRateAlert(threshold=..., windows=...)")) is not None:
         return missing
-    if not isinstance(alert, SkipRateAlert):
-        return hint(f"Give a SkipRateAlert, such as SkipRateAlert(threshold=0.5, windows=3), "
+    if type(alert) is not SkipRateAlert:
+        # A subclass could bring its own fires_at: the rule is judged by the course's own.
+        return hint(f"Give a SkipRateAlert itself, such as SkipRateAlert(threshold=0.5, windows=3), "
                     f"not {type(alert).__name__}.")
     quiet = alert.fires_at(_rates("quiet day"), WINDOW_SECONDS)
     if quiet is not None:
@@ -55,6 +70,12 @@ def check_alert_rule(alert: Any) -> Feedback:
         return hint(f"Your rule pages at {clock_time(paged)} in the quiet hour of section 2, where a window handles "
                     f"{int(night['handled'].iloc[0])} deliveries and one stray lost ack is one skip. Which setting "
                     "decides whether such a thin window counts at all?")
+    if (stray := _stray_skip_pages(alert)) is not None:
+        start, handled = stray
+        return hint(f"The quiet day's few lost acks happened to fall in busy windows. Had one fallen in the "
+                    f"window from {clock_time(start)}, which would then handle {handled} deliveries with one "
+                    f"skip ({1 / handled:.0%}), your rule would page. A stray skip must not page wherever it "
+                    "falls: what is one skip's share of the thinnest window your rule counts?")
     deadline = NOON + WINDOW_SECONDS
     for name in ("slow from noon", "lost-ack storm from noon"):
         fired = alert.fires_at(_rates(name), WINDOW_SECONDS)
@@ -69,7 +90,7 @@ def check_alert_rule(alert: Any) -> Feedback:
             return hint(f"On the day '{name}' your rule fires at {clock_time(fired)}, after {clock_time(deadline)}. "
                         "Read that day's first window after noon in the plot (and how many deliveries it "
                         "handled): does your rule count it as high?")
-    return right(f"Quiet on the quiet day and at the quiet hour, and it pages at {clock_time(deadline)} on both bad "
+    return right(f"Quiet on the quiet day wherever a stray lost ack falls, and at the quiet hour, and it pages at {clock_time(deadline)} on both bad "
                  "days, a window sooner than the lesson's rule. The price: a single noisy window is enough to page, "
                  "so its floor has to keep thin windows out, and a busier normal day would need a higher threshold. "
                  "Which of the two troubles it is, the delivery signals answer.")
@@ -84,8 +105,17 @@ def check_batch_crash(step: Any) -> Feedback:
         return hint(f"Name the step as text, one of {list(STEPS)}.")
     # "crash before the commit", "the commit", "right after the commit": the words around a step name
     # say where the crash falls, and "after X" is the moment before the step that follows X.
-    words = [word for word in step.lower().replace("_", " ").replace("-", " ").split()
-             if word not in ("crash", "the", "right", "just", "immediately", "a")]
+    text = step.lower().replace("_", " ").replace("-", " ")
+    words = [word for word in "".join(c if c.isalnum() or c.isspace() else " " for c in text).split()
+             if word not in ("crash", "the", "right", "just", "immediately", "a", "step")]
+    # "after the commit, before ack all" and "between commit and ack all" name one gap: its two sides must touch.
+    if words[:1] in (["after"], ["between"]) and ("before" in words[1:] or (words[0] == "between" and "and" in words)):
+        cut = words.index("before" if "before" in words[1:] else "and", 1)
+        first, second = " ".join(words[1:cut]), " ".join(words[cut + 1:])
+        if first in STEPS and second in STEPS and STEPS.index(second) != STEPS.index(first) + 1:
+            return hint(f"{first!r} and {second!r} are not neighbours: name one moment between two steps, or "
+                        "one step before which the crash falls.")
+        words = ["before", second]
     after = words[:1] == ["after"]
     name = " ".join(words[1:] if words[:1] in (["after"], ["before"]) else words)
     if name not in STEPS:

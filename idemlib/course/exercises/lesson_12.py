@@ -85,8 +85,17 @@ def check_safe_design(design: Any) -> Feedback:
         asked = "; ".join(f"question {number}, {QUESTIONS[number - 1]!r} ({answer})" for number, answer in failing)
         return hint(f"The runs answer {asked}. five_questions(my_design, {LONGEST_OUTAGE_HOURS:g}) shows what "
                     "each run measured; change one setting and check again.")
+    if design.guard == "inbox" and design.keep_hours <= LONGEST_OUTAGE_HOURS:
+        # At exactly the outage the run passes only because the ID was saved a few simulated seconds after
+        # the first delivery began: a boundary, not a margin.
+        return hint(f"Your inbox keeps its IDs {design.keep_hours:g} h and the longest outage is "
+                    f"{LONGEST_OUTAGE_HOURS:g} h: the runs pass only by the few seconds between the first delivery "
+                    "and the moment its ID was saved. The reference article: the retention period must be longer "
+                    "than the longest possible retry. Is yours?")
     kept = "forever" if design.keep_hours == float("inf") else f"{design.keep_hours:g} h"
-    return right(f"{design.guard} with a {design.payout_key} key, its own IDs kept {kept}, payouts looked up before "
+    # Only the inbox keeps processed IDs; the constraint and the version keep the business fact itself.
+    memory = f"its own IDs kept {kept}" if design.guard == "inbox" else "no table of IDs to prune"
+    return right(f"{design.guard} with a {design.payout_key} key, {memory}, payouts looked up before "
                  f"sending, answers all five questions yes with a redelivery and a retry {LONGEST_OUTAGE_HOURS:g} h "
                  "late. The payment system still forgets keys after 24 h; your lookup, not its memory, stops the "
                  "second payout.")
