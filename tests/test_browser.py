@@ -72,6 +72,7 @@ def test_every_page_loads_cleanly_with_its_images_sidebar_and_folded_answers(bro
             characters = page.evaluate("""() => {
                 const p = document.querySelector('.bd-article section > p');
                 const probe = document.createElement('span');
+                probe.style.cssText = 'position:absolute;visibility:hidden;white-space:nowrap';
                 probe.textContent = 'the quick brown fox jumps over the lazy dog; '.repeat(4);
                 p.appendChild(probe);
                 const perCharacter = probe.getBoundingClientRect().width / probe.textContent.length;

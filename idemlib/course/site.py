@@ -172,7 +172,7 @@ def _glossary_targets(text: str) -> str:
 
 
 def _index(executed: dict[Path, NotebookNode]) -> str:
-    items = "\n".join(f"- [{title_of(notebook)}]({path.name}): {first_goal(notebook)}"
+    items = "\n".join(f"- [{title_of(notebook)}]({path.name}): {site_links(first_goal(notebook))}"
                       for path, notebook in sorted(executed.items()))
     lessons = "\n".join(path.name for path in sorted(executed))
     prose = "\n".join(f"{page}.md" for source, (page, _) in PROSE_PAGES.items() if PROSE_SOURCES[source].exists())
@@ -224,7 +224,8 @@ def render_site(executed: dict[Path, NotebookNode], out: Path, work: Path | None
                      status=None, warning=warnings, freshenv=False)
         app.build()
     shutil.rmtree(out / ".doctrees", ignore_errors=True)
-    return [line for line in warnings.getvalue().splitlines() if "WARNING" in line or "ERROR" in line]
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())  # Sphinx colours its warnings for a terminal
+    return [line for line in plain.splitlines() if "WARNING" in line or "ERROR" in line]
 
 
 def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[str]:
