@@ -44,7 +44,7 @@ html_theme = "sphinx_book_theme"
 html_title = "The Idempotent Consumer"
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
-html_favicon = None
+html_favicon = "_static/favicon.svg"  # a page without one makes the browser ask the server for /favicon.ico
 html_show_sourcelink = False
 html_copy_source = False
 html_last_updated_fmt = None
@@ -198,7 +198,8 @@ def write_sources(executed: dict[Path, NotebookNode], source: Path) -> None:
     """The site's Sphinx sources in ``source``: settings, the index, the lessons and the prose pages."""
     (source / "_static").mkdir(parents=True, exist_ok=True)
     _write_if_changed(source / "conf.py", CONF)
-    _write_if_changed(source / "_static" / "course.css", (STATIC / "course.css").read_text(encoding="utf-8"))
+    for name in ("course.css", "favicon.svg"):
+        _write_if_changed(source / "_static" / name, (STATIC / name).read_text(encoding="utf-8"))
     _write_if_changed(source / "index.md", _index(executed))
     for path, notebook in executed.items():
         _write_if_changed(source / path.name, nbformat.writes(site_notebook(notebook)))
