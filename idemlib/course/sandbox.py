@@ -137,9 +137,17 @@ def _as_user(uid: int) -> list[str]:
 
 
 def _own_processes() -> int:
-    """How many processes the current user has now (the process limit counts them all)."""
+    """How many tasks the current user has now: the process limit counts every thread of every process
+    (a server's worker threads included), so a budget counted in processes alone would run out early."""
     uid = os.getuid()
-    return sum(1 for entry in Path("/proc").iterdir() if entry.name.isdigit() and _owner(entry) == uid)
+    return sum(_threads(entry) for entry in Path("/proc").iterdir() if entry.name.isdigit() and _owner(entry) == uid)
+
+
+def _threads(process: Path) -> int:
+    try:
+        return sum(1 for _ in (process / "task").iterdir())
+    except OSError:  # the process ended while we counted
+        return 0
 
 
 def _owner(path: Path) -> int | None:
