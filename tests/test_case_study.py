@@ -11,6 +11,9 @@ from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import BadMessage, Message
 from idemlib.case_study.mortgage import APPLICATION_42, AccountService, parse_open_account
 from idemlib.case_study.outbox import ApprovalService, RelayCrashed
+from idemlib.case_study.slow_payout import LoanRecordsBank, PayoutInProgress, slow_payout
+from idemlib.explore import fault_points
+from idemlib.long_work.inprogress import run_long
 
 pytest_plugins = ["idemlib.operating.pytest_plugin"]
 
@@ -183,3 +186,24 @@ def test_a_payout_called_inside_the_open_transaction_holds_its_session_and_makes
     assert inside["second delivery"] == "waits for the first" and inside["payout calls (one key)"] == 1
     assert first["second delivery"] == "does not wait" and first["payout calls (one key)"] == 2
     assert (table["accounts"] == 1).all()
+
+
+def test_a_payout_slower_than_the_lease_is_called_once_only_with_lesson_09s_record_and_its_deadline():
+    table = slow_payout().reset_index(drop=True)
+    inbox, short, sized_deadline, sized_lease = (table.iloc[i] for i in range(4))
+    # Without the record, the twin finds no committed ID and sends a second payout request.
+    assert inbox["payout calls"] == 2 and "called the payment system too" in inbox["the second delivery"]
+    # A deadline shorter than the payout: every redelivery takes over and calls again, until dead-lettered.
+    assert short["payout calls"] == short["deliveries"] == 5 and short["dead-lettered"] == 1
+    assert "backed off" in sized_deadline["the second delivery"] and sized_deadline["payout calls"] == 1
+    assert sized_lease["deliveries"] == 1 and sized_lease["the second delivery"] == "none came"
+    assert (table["payouts"] == 1).all() and (table["accounts"] == 1).all()
+
+
+def test_lesson_09s_handler_opens_the_loan_account_with_its_completion_at_every_crash_point():
+    handler = PayoutInProgress(60.0)
+    database = LoanRecordsBank()
+    for fault, plan in fault_points(handler):
+        run = run_long(handler, (APPLICATION_42,), faults=plan, database=database)
+        assert (run.card_charges, run.local_rows) == (1, 1), fault
+        assert database.accounts()["application_id"].tolist() == [42], fault

@@ -25,7 +25,7 @@ import pandas as pd
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, Handler, ProviderError, Steps
-from idemlib.messages import Message, parse_charge
+from idemlib.messages import Message
 from idemlib.provider import PaymentProvider
 from idemlib.sim import RunResult, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments
@@ -170,7 +170,7 @@ class InProgressHandler(Handler):
         self.name = f"in progress, {deadline}, {'key' if keyed else 'no key'}, local row {local_write}{lease}"
 
     def run(self, ctx: Context) -> Steps:
-        charge = parse_charge(ctx.delivery.message)
+        charge = self.read(ctx.delivery.message)
         db: RecordSession = ctx.db
         yield "claim"
         now = ctx.now()
@@ -308,19 +308,22 @@ class LongRun:
 
 def run_long(handler: InProgressHandler, messages: Iterable[Message] = (RUNNING_EXAMPLE,), *,
              faults: FaultPlan | None = None, lease: float = LEASE_SECONDS, consumers: int = 1,
-             work_seconds: float | None = None, database: _WithRecords | None = None,
-             max_deliveries: int = MAX_DELIVERIES) -> LongRun:
+             work_seconds: float | None = None, call_seconds: float | None = None,
+             database: _WithRecords | None = None, max_deliveries: int = MAX_DELIVERIES) -> LongRun:
     """Run ``messages`` through the in-progress handler with a fresh provider.
 
     ``work_seconds`` is how long the whole work takes, split evenly over the
-    handler's work parts (the simulator's one-second step when not given).
+    handler's work parts (the simulator's one-second step when not given);
+    ``call_seconds`` how long the provider takes to answer (a slow provider).
     ``database`` (a fresh in-memory DuckDB when not given) is emptied first, so
     one database can serve many runs without one run seeing another's records.
     """
     provider = PaymentProvider()
     database = database or RecordsDuckDB()
     database.empty()
-    step_seconds = None if work_seconds is None else {"work": work_seconds / handler.work_parts}
+    step_seconds = {} if work_seconds is None else {"work": work_seconds / handler.work_parts}
+    if call_seconds is not None:
+        step_seconds["call provider"] = call_seconds
     result = simulate(handler, messages, faults=faults, consumers=consumers, visibility_timeout=lease,
                       step_seconds=step_seconds, database=database, provider=provider,
                       max_deliveries=max_deliveries)

@@ -1,0 +1,102 @@
+"""The slow payout (lesson 12): the payment system answers after the broker's lease has run out.
+
+The broker cannot tell a consumer waiting for the payment system from one that
+died: when the lease runs out, it hands ``m-42`` to a second consumer while the
+first payout is still running. Lesson 09's in-progress record is run here on the
+account service, unchanged: :class:`PayoutInProgress` is lesson 09's
+:class:`~idemlib.long_work.inprogress.InProgressHandler` reading the open-account
+message, on a database that holds both the idempotency records and the loan
+accounts. The loan account is opened in the transaction that marks the record
+completed, as lesson 09 writes its local row.
+
+The model's assumption: the payment system does the payout at the moment it
+answers, ``PAYOUT_SECONDS`` after the call was made. Every second here is a
+second of the simulator's clock.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from idemlib.case_study.design_review import Design
+from idemlib.case_study.mortgage import APPLICATION_42, LoanBank, LoanSession, parse_open_account
+from idemlib.long_work.inprogress import (BACKED_OFF, LEASE_SECONDS, TAKEN_OVER, InProgressHandler, RecordsDuckDB,
+                                          RecordSession, run_long)
+from idemlib.messages import Charge, Message
+from idemlib.sim import RunResult, simulate
+
+PAYOUT_SECONDS = 45.0
+"""How long the payment system takes to answer a payout: one and a half leases of 30 s."""
+
+
+class LoanRecordSession(RecordSession, LoanSession):
+    """The account service's session with lesson 09's records: its local row (``charge``) opens the loan account."""
+
+
+class LoanRecordsBank(RecordsDuckDB, LoanBank):
+    """The account service's DuckDB database with lesson 09's ``idempotency_records`` table beside the accounts."""
+
+    def session(self) -> LoanRecordSession:
+        return LoanRecordSession(self.connect(), self)
+
+
+class PayoutInProgress(InProgressHandler):
+    """Lesson 09's in-progress handler on the account service: claim ``m-42``, pay the loan out, open the account
+    with the completion, ack. Its provider key is lesson 09's derived ``<message ID>:charge``."""
+
+    def read(self, message: Message) -> Charge:
+        order = parse_open_account(message)
+        return Charge(order.application_id, order.amount)
+
+
+def _second_delivery(result: RunResult) -> str:
+    """What the deliveries after the first did, in the trace's words."""
+    later = result.trace[result.trace["delivery"] >= 2]
+    if later.empty:
+        return "none came"
+    events = set(later["event"])
+    if BACKED_OFF in events:
+        return "found the claim in progress and backed off: no call"
+    if TAKEN_OVER in events:
+        return "found the claim past its deadline, took it over and called again"
+    if "conflict" in events:
+        return "found no ID yet, called the payment system too, then failed at its commit (a write conflict)"
+    return ", ".join(sorted(events))
+
+
+def _row(label: str, result: RunResult, payouts: int, accounts: int) -> dict[str, object]:
+    return {"design": label, "deliveries": len(result.events("delivered")),
+            "the second delivery": _second_delivery(result),
+            "payout calls": len(result.events("provider answered")), "payouts": payouts, "accounts": accounts,
+            "dead-lettered": len(result.dead_letters)}
+
+
+def slow_payout(payout_seconds: float = PAYOUT_SECONDS, *, lease: float = LEASE_SECONDS,
+                deadline_seconds: float = 2 * LEASE_SECONDS) -> pd.DataFrame:
+    """``m-42`` with two consumers, no fault, and a payout that takes ``payout_seconds`` to answer.
+
+    Four ways: the lesson's inbox (its payout called inside the open transaction);
+    lesson 09's in-progress record with a claim deadline shorter than the payout; with
+    ``deadline_seconds`` (two leases, as lesson 09 sets it: longer than the payout, over
+    well before the broker stops redelivering); and the same with a lease sized to
+    outlast the payout. One row each: deliveries, what the second delivery did,
+    payout calls, loans paid out, accounts opened, messages dead-lettered.
+    """
+    rows = []
+    inbox = Design("inbox")
+    payments, bank = inbox.payment_system(), inbox.bank()
+    result = simulate(inbox.service(payments), (APPLICATION_42,), database=bank, provider=payments, consumers=2,
+                      visibility_timeout=lease, step_seconds={"pay out": payout_seconds})
+    rows.append(_row(f"inbox, payout inside its transaction; lease {lease:g} s", result, payments.payouts,
+                     len(bank.accounts())))
+    database = LoanRecordsBank()
+    short = deadline_seconds if deadline_seconds < payout_seconds else payout_seconds / 2
+    for label, deadline, seconds in (
+            (f"in-progress record, deadline {short:g} s (shorter than the payout); lease {lease:g} s", short, lease),
+            (f"in-progress record, deadline {deadline_seconds:g} s; lease {lease:g} s", deadline_seconds, lease),
+            (f"in-progress record, deadline {deadline_seconds:g} s; lease {2 * lease:g} s, sized to outlast the payout",
+             deadline_seconds, 2 * lease)):
+        run = run_long(PayoutInProgress(deadline), (APPLICATION_42,), consumers=2, lease=seconds,
+                       call_seconds=payout_seconds, database=database)
+        rows.append(_row(label, run.result, run.card_charges, run.local_rows))
+    return pd.DataFrame(rows).set_index("design")
