@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from idemlib.case_study import account_service
-from idemlib.case_study.design_review import (MISTAKES, SAFE, Design, applications, at_once, crash_matrix, five_questions,
-                                   race, reproduce_mistakes, retry_policies, review, run)
+from idemlib.case_study.design_review import (MISTAKES, SAFE, Design, at_once, crash_matrix, five_questions, race,
+                                              payout_after_key_window, reproduce_mistakes, review, run)
+from idemlib.case_study.retry_day import applications, retry_policies
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import BadMessage, Message
 from idemlib.case_study.mortgage import APPLICATION_42, AccountService, parse_open_account
@@ -100,10 +101,33 @@ def test_the_service_keeps_its_own_ids_and_looks_the_payout_up_when_the_outage_o
 
 
 def test_a_reconciling_service_still_shows_a_key_made_up_per_attempt():
-    # The lookup hides a lost answer's retry; a refused first call is retried, and the new key shows.
+    # The lookup hides a lost answer's retry; a first call rate limited (429, before the payment system's
+    # idempotency layer: nothing paid) is retried, and the new key shows.
     made_up = Design("made up", payout_key="per attempt", reconcile=True)
     assert review((made_up,)).iloc[0]["Q2"] == "no: a new key per call"
-    assert run(made_up, refuse_first_payout=True).payouts == 1
+    limited = run(made_up, rate_limit_first_payout=True)
+    assert limited.payouts == 1 and len(set(limited.keys)) == 2 and limited.lookups == 1
+    assert "then a 429 (rate limited before the idempotency layer)" in five_questions(made_up).iloc[1]
+
+
+def test_the_payout_intent_and_its_lookup_pay_once_when_the_replay_outlasts_the_payment_systems_keys():
+    table = payout_after_key_window(30).reset_index(drop=True)
+    inbox, reconciling = table.iloc[0], table.iloc[1]
+    # The crash rolled the inbox's account back; 30 h later its key is forgotten: paid twice.
+    assert (inbox["crash"], inbox["payouts"], inbox["lookups"]) == ("after the payout, before commit", 2, 0)
+    # The intent was committed before the call: the redelivery finds it unconfirmed, looks up once, finds the payout.
+    assert (reconciling["crash"], reconciling["payouts"], reconciling["payout calls"], reconciling["lookups"]) == (
+        "after the payout, before record payout", 1, 1, 1)
+    assert (table["accounts"] == 1).all()
+
+
+def test_a_reconciling_service_looks_up_only_when_an_earlier_delivery_left_the_intent_unconfirmed():
+    reconciling = Design("reconciling", reconcile=True)
+    assert run(reconciling).lookups == 0  # the first delivery's own intent cannot have been paid
+    assert run(reconciling, FaultPlan(lost_acks=[LostAck()])).lookups == 0  # the intent was recorded paid
+    assert run(reconciling, FaultPlan(crashes=[Crash("pay out")])).lookups == 1  # committed, then died: unknown
+    # A crash before the commit takes the intent with it: the redelivery's own intent is new, nothing to look up.
+    assert run(reconciling, FaultPlan(crashes=[Crash("commit")])).lookups == 0
 
 
 def test_retries_off_lose_accounts_and_careful_retries_still_duplicate():

@@ -9,7 +9,7 @@ from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.case_study.design_review import Design
 
-# The design of exercise 1: the inbox, its IDs deleted after two hours, every payout looked up first.
+# The design of exercise 1: the inbox, its IDs deleted after two hours, reconciling (payout intent recorded, looked up).
 RIGHT = ["yes", "yes", "yes", "no", "yes"]
 
 BANKS = {

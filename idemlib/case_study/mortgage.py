@@ -6,47 +6,23 @@ own database and asks the payment system to pay the loan out. Every design of
 that service here is one :class:`AccountService`: a *guard* (how it recognises a
 message it has seen) and a *payout key* (what it sends the payment system), so
 the typical mistakes and the safe designs differ in exactly one setting each, and
-run on the same simulator, faults and engines as the rest of the course.
-
-The simulator counts effects as rows of a ``payments`` table; :class:`LoanBank`
-gives it the opened loan accounts instead, so "charged twice" reads here as "two
-accounts for one application".
+run on the same simulator, faults and engines as the rest of the course. Its
+database is :class:`~idemlib.case_study.loan_bank.LoanBank`.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
-import pandas as pd
-
+from idemlib.case_study.loan_bank import LoanSession
 from idemlib.handlers import Context, Handler, ProviderError, Steps
 from idemlib.messages import BadMessage, Charge, Message
-from idemlib.stores.duckdb_store import DuckDBPayments
-from idemlib.stores.sql import PaymentsSession
 
 GUARDS = ("none", "check outside", "memory", "inbox", "unique application", "version")
 PAYOUT_KEYS = ("derived", "per attempt", "none")
-
-LOAN_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS loan_accounts (
-           application_id INTEGER NOT NULL,
-           amount         INTEGER NOT NULL,
-           message_id     VARCHAR
-       )""",
-    """CREATE TABLE IF NOT EXISTS applications (
-           application_id INTEGER PRIMARY KEY,
-           status         VARCHAR NOT NULL,
-           version        INTEGER NOT NULL
-       )""",
-    # When each inbox ID was saved, so the service can prune IDs older than it keeps them.
-    """CREATE TABLE IF NOT EXISTS inbox_saved_at (
-           message_id VARCHAR PRIMARY KEY,
-           saved_at   DOUBLE NOT NULL
-       )""",
-)
 
 
 @dataclass(frozen=True)
@@ -81,96 +57,6 @@ def parse_open_account(message: Message) -> OpenAccount:
     return OpenAccount(**values)
 
 
-class LoanSession(PaymentsSession):
-    """The account service's connection: the payments session's transactions and inbox, plus loan accounts."""
-
-    def charge(self, order_id: int, amount: int, message_id: str) -> None:
-        """Open a loan account (the effect this service exists for); the simulator calls every effect a charge."""
-        self.open_account(order_id, amount, message_id)
-
-    def open_account(self, application_id: int, amount: int, message_id: str) -> None:
-        """Insert the loan account row."""
-        p = self._p
-        self._run(f"INSERT INTO loan_accounts VALUES ({p}, {p}, {p})", (application_id, amount, message_id))
-
-    def open_account_once(self, application_id: int, amount: int, message_id: str) -> bool:
-        """Open the account unless the application has one: False means "already done".
-
-        Relies on the unique index on ``application_id`` that :class:`LoanBank` creates
-        when ``unique_per_application`` is set.
-        """
-        p = self._p
-        return bool(self._run(f"INSERT INTO loan_accounts VALUES ({p}, {p}, {p}) ON CONFLICT DO NOTHING "
-                              "RETURNING application_id", (application_id, amount, message_id), rows=True))
-
-    def save_id_at(self, message_id: str, moment: float) -> bool:
-        """Record ``message_id`` in the inbox, noting when: False if it is there already (a twin committed it)."""
-        p = self._p
-        if not self.record_message(message_id):
-            return False
-        self._run(f"INSERT INTO inbox_saved_at VALUES ({p}, {p}) ON CONFLICT DO NOTHING", (message_id, moment))
-        return True
-
-    def prune_inbox(self, before: float) -> None:
-        """Delete the inbox IDs saved before ``before`` (lesson 10's pruning): the service forgets them."""
-        p = self._p
-        self._run(f"DELETE FROM processed_messages WHERE message_id IN "
-                  f"(SELECT message_id FROM inbox_saved_at WHERE saved_at < {p})", (before,))
-        self._run(f"DELETE FROM inbox_saved_at WHERE saved_at < {p}", (before,))
-
-    def advance_application(self, application_id: int, expected_version: int) -> bool:
-        """Move the application on from ``expected_version``; False if it has moved already (optimistic concurrency)."""
-        p = self._p
-        return bool(self._run(
-            f"UPDATE applications SET status = 'account opened', version = version + 1 "
-            f"WHERE application_id = {p} AND version = {p} RETURNING application_id",
-            (application_id, expected_version), rows=True))
-
-
-class LoanBank(DuckDBPayments):
-    """The account service's DuckDB database: loan accounts, approved applications and the inbox.
-
-    ``unique_per_application`` adds the business constraint "one account per
-    application". ``payments()`` returns the opened accounts, which is what the
-    simulator counts as the effect.
-    """
-
-    engine = "DuckDB"
-
-    def __init__(self, *, unique_per_application: bool = False, approved: tuple[int, ...] = (42,)) -> None:
-        super().__init__()
-        for statement in LOAN_SCHEMA:
-            self._reader.execute(statement)
-        if unique_per_application:
-            self._reader.execute("CREATE UNIQUE INDEX one_account_per_application ON loan_accounts (application_id)")
-        self._approved = approved
-        self._approve()
-
-    def _approve(self) -> None:
-        for application_id in self._approved:
-            self._reader.execute("INSERT INTO applications VALUES (?, 'approved', 1)", (application_id,))
-
-    def session(self) -> LoanSession:
-        return LoanSession(self.connect(), self)
-
-    def empty(self) -> None:
-        super().empty()
-        for table in ("loan_accounts", "applications", "inbox_saved_at"):
-            self._reader.execute(f"DELETE FROM {table}")
-        self._approve()
-
-    def payments(self) -> pd.DataFrame:
-        return pd.DataFrame(self._rows("SELECT application_id, amount, message_id FROM loan_accounts"),
-                            columns=["order_id", "amount", "message_id"])
-
-    def total_charged(self) -> int:
-        return int(self._rows("SELECT coalesce(sum(amount), 0) FROM loan_accounts")[0][0])
-
-    def accounts(self) -> pd.DataFrame:
-        """The opened loan accounts, as the bank sees them."""
-        return self.payments().rename(columns={"order_id": "application_id"})
-
-
 class AccountService(Handler):
     """The account service: open the loan account for an application, pay the loan out, acknowledge.
 
@@ -192,9 +78,15 @@ class AccountService(Handler):
 
     ``keep_hours`` is how long the inbox keeps a processed ID: the service's own retention,
     modelled as a pruner that has deleted every older ID by the time a delivery looks.
-    ``look_up``, when given, is asked before every payout whether the payment system has
-    already paid this application out (a reconciliation), and the payout is sent only if not:
-    what a team does when the payment system may forget a key before the longest outage ends.
+
+    ``look_up``, when given, makes the service reconcile, which is what a team does when the
+    payment system may forget a key before the longest outage ends. It records the payout
+    intent ("payout of \\$250,000 intended for application 42") in the transaction that opens
+    the account, commits, and only then calls the payment system and records the payout made.
+    A later delivery that finds the intent still unconfirmed cannot know whether the call went
+    out, so it asks ``look_up`` whether the payment system paid this application out, records
+    the payout if so and sends it only if not. The lookup sees payouts made, not one still on
+    its way: against a twin working at the same moment, the key is what protects.
     """
 
     def __init__(self, guard: str = "inbox", payout_key: str = "derived", *, payout: bool = True,
@@ -207,15 +99,17 @@ class AccountService(Handler):
         self.keep_hours, self.look_up = keep_hours, look_up
         self.handled: set[str] = set()  # only the "memory" guard uses it
         self.name = f"{guard}, {payout_key} key" if payout else guard
-        pay = ((("look up payout",) if look_up else ()) + ("pay out",)) if payout else ()
+        # The payout: called inside the open transaction, or (reconciling) after the commit that holds its intent.
+        pay = ("pay out",) if payout and look_up is None else ()
+        settle = ("look up payout", "pay out", "record payout") if payout and look_up is not None else ()
         # BEGIN goes out with the first statement, as drivers send it: one step, one pause fewer to explore.
         self.steps = {
-            "none": ("begin, open account", *pay, "commit", "ack"),
-            "check outside": ("check id", "open account", *pay, "record id", "ack"),
-            "memory": ("check memory", "begin, open account", *pay, "commit", "remember", "ack"),
-            "inbox": ("begin, check id", "save", *pay, "commit", "ack"),
-            "unique application": ("begin, open account", *pay, "commit", "ack"),
-            "version": ("begin, advance application", "open account", *pay, "commit", "ack"),
+            "none": ("begin, open account", *pay, "commit", *settle, "ack"),
+            "check outside": ("check id", "open account", *pay, *settle, "record id", "ack"),
+            "memory": ("check memory", "begin, open account", *pay, "commit", *settle, "remember", "ack"),
+            "inbox": ("begin, check id", "save", *pay, "commit", *settle, "ack"),
+            "unique application": ("begin, open account", *pay, "commit", *settle, "ack"),
+            "version": ("begin, advance application", "open account", *pay, "commit", *settle, "ack"),
         }[guard]
 
     def run(self, ctx: Context) -> Steps:
@@ -224,14 +118,17 @@ class AccountService(Handler):
         if self.guard == "memory":
             yield from self._remembering(ctx, db, order)
             return
+        fresh = False  # whether this delivery wrote the payout intent (a reconciling service only)
         if self.guard == "check outside":
             yield "check id"
             if db.has_processed(ctx.message_id):
                 ctx.note("duplicate skipped")
+                yield from self._settle(ctx, db, order, fresh=False)
             else:
                 yield "open account"
                 db.open_account(order.application_id, order.amount, ctx.message_id)
-                yield from self._pay(ctx, order)
+                fresh = yield from self._pay(ctx, order)
+                yield from self._settle(ctx, db, order, fresh=fresh)
                 yield "record id"
                 db.record_message(ctx.message_id)
             yield "ack"
@@ -244,7 +141,7 @@ class AccountService(Handler):
             yield "save"
             db.open_account(order.application_id, order.amount, ctx.message_id)
             if self._save_id(ctx, db):
-                yield from self._pay(ctx, order)
+                fresh = yield from self._pay(ctx, order)
             else:
                 # A twin committed the same ID while we worked (PostgreSQL makes us wait for it):
                 # the unique key says "already done", so our account goes.
@@ -254,10 +151,11 @@ class AccountService(Handler):
             if self.guard == "version":
                 yield "open account"
                 db.open_account(order.application_id, order.amount, ctx.message_id)
-            yield from self._pay(ctx, order)
+            fresh = yield from self._pay(ctx, order)
         yield "commit"
         if db.in_transaction:
             db.commit()
+        yield from self._settle(ctx, db, order, fresh=fresh)
         yield "ack"
         ctx.ack()
 
@@ -292,13 +190,15 @@ class AccountService(Handler):
             yield "check memory"
             if ctx.message_id in self.handled:
                 ctx.note("duplicate skipped")
+                yield from self._settle(ctx, db, order, fresh=False)
             else:
                 yield "begin, open account"
                 db.begin()
                 db.open_account(order.application_id, order.amount, ctx.message_id)
-                yield from self._pay(ctx, order)
+                fresh = yield from self._pay(ctx, order)
                 yield "commit"
                 db.commit()
+                yield from self._settle(ctx, db, order, fresh=fresh)
                 yield "remember"
                 self.handled.add(ctx.message_id)
             yield "ack"
@@ -317,15 +217,41 @@ class AccountService(Handler):
             return f"{message_id}:payout"
         return str(uuid.uuid4()) if self.payout_key == "per attempt" else None
 
-    def _pay(self, ctx: Context, order: OpenAccount) -> Steps:
+    def _pay(self, ctx: Context, order: OpenAccount) -> Generator[str, None, bool]:
+        """In the step that opens the account: the payout call, or a reconciling service's payout intent.
+
+        Returns whether this delivery wrote the intent (False when an earlier one had, or none is kept).
+        """
         if not self.payout:
-            return
+            return False
         if self.look_up is not None:
+            db: LoanSession = ctx.db  # type: ignore[assignment]
+            return db.record_intent(order.application_id, order.amount)
+        yield "pay out"
+        self._send(ctx, order)
+        return False
+
+    def _settle(self, ctx: Context, db: LoanSession, order: OpenAccount, *, fresh: bool) -> Steps:
+        """After the commit, for a reconciling service: make the intended payout and record it.
+
+        An intent this delivery wrote has certainly not been paid; one an earlier delivery left
+        unconfirmed may have been, so the payout is looked up first and sent only if not found.
+        """
+        if not self.payout or self.look_up is None or db.intent_status(order.application_id) != "intended":
+            return
+        if not fresh:
             yield "look up payout"
             if self.look_up(order.application_id):
                 ctx.note("payout found at the payment system: not sent again")
+                yield "record payout"
+                db.record_payout(order.application_id)
                 return
         yield "pay out"
+        self._send(ctx, order)
+        yield "record payout"
+        db.record_payout(order.application_id)
+
+    def _send(self, ctx: Context, order: OpenAccount) -> None:
         response = ctx.call_provider(self.key_for(ctx.message_id), Charge(order.application_id, order.amount))
         if not response.ok:
             raise ProviderError(f"{ctx.message_id}: the payment system answered {response.status}")

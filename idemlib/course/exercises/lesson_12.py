@@ -11,8 +11,9 @@ from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, r
 
 __all__ = ["LONGEST_OUTAGE_HOURS", "REVIEW_EXERCISE", "check_five_answers", "check_safe_design"]
 
-REVIEW_EXERCISE = Design("inbox pruned after 2 h, payouts looked up", keep_hours=2, reconcile=True)
-"""The design exercise 1 asks about: the inbox, its IDs deleted after two hours, every payout looked up first."""
+REVIEW_EXERCISE = Design("inbox pruned after 2 h, reconciling", keep_hours=2, reconcile=True)
+"""The design exercise 1 asks about: the inbox, its IDs deleted after two hours, its payout intent recorded with the
+account and looked up when a delivery finds it unconfirmed."""
 
 LONGEST_OUTAGE_HOURS = 30.0
 """Exercise 2's team: the longest outage it has seen, so the latest a redelivery or a payout retry can come."""
@@ -51,20 +52,20 @@ def check_five_answers(answers: Any) -> Feedback:
         first = wrong[0]
         clue = {
             1: "a second delivery that comes at once (an ack lost, a restart, a twin): is the ID still in the inbox?",
-            2: "when the payout call is refused or its answer lost, the delivery rolls back and comes again; "
-               "which key does the repeated call send?",
+            2: "when the payout's answer is lost, or the call is rate limited, the delivery fails and comes again; "
+               "if the payout is sent again, which key does the repeated call carry?",
             3: "the account and the ID are saved in one transaction: can a crash at any step leave one without the other?",
             4: "three hours later, which memory does the redelivery meet: the service's own IDs, or the payment "
                "system's keys? How long is each kept?",
-            5: "after a crash between the payout and the commit, does the repeated call carry a key the payment "
-               "system recognises?",
+            5: "after a crash just after the payout call, what stops the next delivery from paying the loan out "
+               "again, and does the payment system ever see a key from this service?",
         }[first]
         count = f"{len(wrong)} of the five answers {'is' if len(wrong) == 1 else 'are'}"
         return hint(f"{count} not what the run shows. Start with question {first}: {clue}")
     return right("every answer matches the run: the inbox settles every prompt duplicate (1 and 3), the derived key "
-                 "and the lookup make a repeated payout harmless (2 and 5), but the service forgets its own IDs "
-                 "after two hours, so a redelivery three hours late opens a second account (4): looking payouts "
-                 "up protects the money, not the account.")
+                 "and the lookup of an unconfirmed intent make a repeated payout harmless (2 and 5), but the service "
+                 "forgets its own IDs after two hours, so a redelivery three hours late opens a second account (4): "
+                 "the recorded intent protects the money, not the account.")
 
 
 @exercise
@@ -95,7 +96,7 @@ def check_safe_design(design: Any) -> Feedback:
     kept = "forever" if design.keep_hours == float("inf") else f"{design.keep_hours:g} h"
     # Only the inbox keeps processed IDs; the constraint and the version keep the business fact itself.
     memory = f"its own IDs kept {kept}" if design.guard == "inbox" else "no table of IDs to prune"
-    return right(f"{design.guard} with a {design.payout_key} key, {memory}, payouts looked up before "
-                 f"sending, answers all five questions yes with a redelivery and a retry {LONGEST_OUTAGE_HOURS:g} h "
-                 "late. The payment system still forgets keys after 24 h; your lookup, not its memory, stops the "
-                 "second payout.")
+    return right(f"{design.guard} with a {design.payout_key} key, {memory}, its payout intent recorded and "
+                 f"looked up when unconfirmed, answers all five questions yes with a redelivery and a retry "
+                 f"{LONGEST_OUTAGE_HOURS:g} h late. The payment system still forgets keys after 24 h; your recorded "
+                 "intent and its lookup, not its memory, stop the second payout.")
