@@ -39,6 +39,7 @@ BANKS = {
                (Design("kept forever", keep_hours=math.inf, reconcile=True),),
                (Design("just longer", keep_hours=30.5, reconcile=True),),
                (Design("numpy hours", keep_hours=np.int64(48), reconcile=True),),  # what a pandas sum returns
+               (Design("numpy yes", keep_hours=48, reconcile=np.bool_(True)),),  # what a comparison returns
                (Design("constraint", guard="unique application", payout_key="derived", keep_hours=1, reconcile=True),)],
         wrong=[
             # The plain inbox: its IDs are kept, but the payment system forgets the key after 24 h.

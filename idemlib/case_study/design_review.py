@@ -74,6 +74,8 @@ class Design:
         if isinstance(hours, (bool, np.bool_)) or not isinstance(hours, numbers.Real) or not 0 < hours <= math.inf:
             raise ValueError(f"keep_hours must be a number of hours above 0 (math.inf for IDs kept forever), "
                              f"not {hours!r}")
+        if isinstance(self.reconcile, np.bool_):  # what a pandas or numpy comparison returns
+            object.__setattr__(self, "reconcile", bool(self.reconcile))
         if not isinstance(self.reconcile, bool):
             raise ValueError(f"reconcile must be True or False, not {self.reconcile!r}")
         self.service()  # an unknown guard or payout key is refused here, naming the accepted ones

@@ -50,7 +50,7 @@ class PayoutInProgress(InProgressHandler):
         return Charge(order.application_id, order.amount)
 
 
-def _second_delivery(result: RunResult) -> str:
+def _later_deliveries(result: RunResult) -> str:
     """What the deliveries after the first did, in the trace's words."""
     later = result.trace[result.trace["delivery"] >= 2]
     if later.empty:
@@ -67,7 +67,7 @@ def _second_delivery(result: RunResult) -> str:
 
 def _row(label: str, result: RunResult, payouts: int, accounts: int) -> dict[str, object]:
     return {"design": label, "deliveries": len(result.events("delivered")),
-            "the second delivery": _second_delivery(result),
+            "the deliveries after the first": _later_deliveries(result),
             "payout calls": len(result.events("provider answered")), "payouts": payouts, "accounts": accounts,
             "dead-lettered": len(result.dead_letters)}
 
@@ -80,7 +80,7 @@ def slow_payout(payout_seconds: float = PAYOUT_SECONDS, *, lease: float = LEASE_
     lesson 09's in-progress record with a claim deadline shorter than the payout; with
     ``deadline_seconds`` (two leases, as lesson 09 sets it: longer than the payout, over
     well before the broker stops redelivering); and the same with a lease sized to
-    outlast the payout. One row each: deliveries, what the second delivery did,
+    outlast the payout. One row each: deliveries, what the deliveries after the first did,
     payout calls, loans paid out, accounts opened, messages dead-lettered.
     """
     rows = []
