@@ -16,6 +16,8 @@ second of the simulator's clock.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from idemlib.case_study.design_review import Design
@@ -24,7 +26,7 @@ from idemlib.case_study.mortgage import APPLICATION_42, parse_open_account
 from idemlib.long_work.inprogress import (BACKED_OFF, LEASE_SECONDS, TAKEN_OVER, InProgressHandler, RecordsDuckDB,
                                           RecordSession, run_long)
 from idemlib.messages import Charge, Message
-from idemlib.sim import RunResult, simulate
+from idemlib.sim import DEFAULT_STEP_SECONDS, RunResult, simulate
 
 PAYOUT_SECONDS = 45.0
 """How long the payment system takes to answer a payout: one and a half leases of 30 s."""
@@ -76,27 +78,30 @@ def slow_payout(payout_seconds: float = PAYOUT_SECONDS, *, lease: float = LEASE_
                 deadline_seconds: float = 2 * LEASE_SECONDS) -> pd.DataFrame:
     """``m-42`` with two consumers, no fault, and a payout that takes ``payout_seconds`` to answer.
 
-    Four ways: the lesson's inbox (its payout called inside the open transaction);
-    lesson 09's in-progress record with a claim deadline shorter than the payout; with
-    ``deadline_seconds`` (two leases, as lesson 09 sets it: longer than the payout, over
-    well before the broker stops redelivering); and the same with a lease sized to
-    outlast the payout. One row each: deliveries, what the deliveries after the first did,
+    Five ways: the lesson's inbox (its payout called inside the open transaction), with its
+    derived key and with none; lesson 09's in-progress record with a claim deadline of half
+    the payout; with ``deadline_seconds`` (two leases, as lesson 09 sets it: longer than the
+    payout, over well before the broker stops redelivering); and the same with a lease sized
+    to outlast the payout. One row each: deliveries, what the deliveries after the first did,
     payout calls, loans paid out, accounts opened, messages dead-lettered.
     """
     rows = []
-    inbox = Design("inbox")
-    payments, bank = inbox.payment_system(), inbox.bank()
-    result = simulate(inbox.service(payments), (APPLICATION_42,), database=bank, provider=payments, consumers=2,
-                      visibility_timeout=lease, step_seconds={"pay out": payout_seconds})
-    rows.append(_row(f"inbox, payout inside its transaction; lease {lease:g} s", result, payments.payouts,
-                     len(bank.accounts())))
+    for inbox in (Design("inbox"), Design("inbox, no key", payout_key="none")):
+        payments, bank = inbox.payment_system(), inbox.bank()
+        result = simulate(inbox.service(payments), (APPLICATION_42,), database=bank, provider=payments,
+                          consumers=2, visibility_timeout=lease, step_seconds={"pay out": payout_seconds})
+        key = "no key" if inbox.payout_key == "none" else "derived key"
+        rows.append(_row(f"inbox, payout inside its transaction, {key}; lease {lease:g} s", result,
+                         payments.payouts, len(bank.accounts())))
+    # A lease that outlasts the payout and the few one-second steps around it, in whole leases.
+    sized = math.ceil((payout_seconds + 5 * DEFAULT_STEP_SECONDS) / lease) * lease
+    short = payout_seconds / 2
     database = LoanRecordsBank()
-    short = deadline_seconds if deadline_seconds < payout_seconds else payout_seconds / 2
     for label, deadline, seconds in (
             (f"in-progress record, deadline {short:g} s (shorter than the payout); lease {lease:g} s", short, lease),
             (f"in-progress record, deadline {deadline_seconds:g} s; lease {lease:g} s", deadline_seconds, lease),
-            (f"in-progress record, deadline {deadline_seconds:g} s; lease {2 * lease:g} s, sized to outlast the payout",
-             deadline_seconds, 2 * lease)):
+            (f"in-progress record, deadline {deadline_seconds:g} s; lease {sized:g} s, sized to outlast the payout",
+             deadline_seconds, sized)):
         run = run_long(PayoutInProgress(deadline), (APPLICATION_42,), consumers=2, lease=seconds,
                        call_seconds=payout_seconds, database=database)
         rows.append(_row(label, run.result, run.card_charges, run.local_rows))
