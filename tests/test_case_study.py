@@ -15,6 +15,7 @@ from idemlib.case_study.outbox import ApprovalService, RelayCrashed
 from idemlib.case_study.slow_payout import LoanRecordsBank, PayoutInProgress, slow_payout
 from idemlib.explore import fault_points
 from idemlib.long_work.inprogress import run_long
+from idemlib.sim import simulate
 
 pytest_plugins = ["idemlib.operating.pytest_plugin"]
 
@@ -233,3 +234,16 @@ def test_lesson_09s_handler_opens_the_loan_account_with_its_completion_at_every_
         run = run_long(handler, (APPLICATION_42,), faults=plan, database=database)
         assert (run.card_charges, run.local_rows) == (1, 1), fault
         assert database.accounts()["application_id"].tolist() == [42], fault
+
+
+def test_the_payout_intent_is_committed_with_the_account_before_the_call_and_confirmed_after_it():
+    reconciling = Design("reconciling", reconcile=True)
+    payments, bank = reconciling.payment_system(), reconciling.bank()
+    # The process dies after the payout call: the account and the intent are committed, the intent unconfirmed.
+    simulate(reconciling.service(payments), (APPLICATION_42,), faults=FaultPlan(crashes=[Crash("record payout")]),
+             database=bank, provider=payments, max_deliveries=1)
+    assert bank.intents().to_dict("records") == [{"application_id": 42, "amount": 250_000, "status": "intended"}]
+    assert len(bank.accounts()) == 1 and payments.payouts == 1
+    # Its redelivery, on the same database and payment system, looks the payout up and confirms it.
+    simulate(reconciling.service(payments), (APPLICATION_42,), database=bank, provider=payments)
+    assert bank.intents()["status"].tolist() == ["paid"] and payments.payouts == 1 and len(bank.accounts()) == 1
