@@ -261,6 +261,7 @@ def answer_runs(design: Design, outage_hours: float) -> tuple[tuple[bool, str, s
     wrong_points = [fault for fault, outcome in crashes.items() if outcome.accounts != 1]
     no_key = None in crash_after_call.keys
     kept = "kept forever" if design.keep_hours == math.inf else f"kept {design.keep_hours:g} h"
+    reconciled = "; intent recorded, looked up" if design.reconcile else ""
     return (
         (not doubled, doubled[0] if doubled else "",
          "; ".join(f"{name}: {outcome}" for name, outcome in arrivals.items())),
@@ -277,7 +278,7 @@ def answer_runs(design: Design, outage_hours: float) -> tuple[tuple[bool, str, s
          f"{_plural(late_redelivery.accounts, 'account')} after the late redelivery" if not late_redelivery.once
          else f"{_plural(late_payout.payouts, 'payout')} after the late retry",
          f"IDs {kept}; redelivered {outage_hours:g} h later: {late_redelivery}; payout retried {outage_hours:g} h "
-         f"later (keys kept {KEY_HOURS:g} h by the payment system{'; intent recorded, looked up' if design.reconcile else ''}): "
+         f"later (keys kept {KEY_HOURS:g} h by the payment system{reconciled}): "
          f"{_plural(late_payout.payouts, 'payout')}"),
         (crash_after_call.payouts == 1 and not no_key,
          "no key sent" if no_key else _plural(crash_after_call.payouts, "payout"),

@@ -77,7 +77,7 @@ class LoanSession(PaymentsSession):
         self._run(f"DELETE FROM inbox_saved_at WHERE saved_at < {p}", (before,))
 
     def record_intent(self, application_id: int, amount: int) -> bool:
-        """Write "payout of ``amount`` intended for ``application_id``"; False if an earlier delivery wrote it already."""
+        """Write "payout of ``amount`` intended for ``application_id``"; False if an earlier delivery wrote it."""
         p = self._p
         return bool(self._run(f"INSERT INTO payout_intents VALUES ({p}, {p}, 'intended') ON CONFLICT DO NOTHING "
                               "RETURNING application_id", (application_id, amount), rows=True))
