@@ -131,11 +131,11 @@ def race(
         else:
             a_job.close()
             a_session.rollback()  # what the engine does when A's connection dies
-    # How long A kept B company: from B's start to the end of A's transaction (its commit or rollback).
-    a_ended = a.ended_at if first_commits and a.ended_at is not None else time.perf_counter()
-    rival.join(timeout=PATIENCE_SECONDS)
-    if rival.is_alive():
-        raise RuntimeError(f"consumer B was still running {PATIENCE_SECONDS:g} s after A's transaction ended")
+        # How long A kept B company: from B's start to the end of A's transaction (its commit or rollback).
+        a_ended = a.ended_at if first_commits and a.ended_at is not None else time.perf_counter()
+        rival.join(timeout=PATIENCE_SECONDS)
+        if rival.is_alive():
+            raise RuntimeError(f"consumer B was still running {PATIENCE_SECONDS:g} s after A's transaction ended")
 
     losers = [(name, timed, delivery) for name, timed, delivery in (("A", a, a_delivery), ("B", b, b_delivery))
               if timed.failed_at is not None]
@@ -193,11 +193,10 @@ def _waits_for_a(database: SqlPayments, a_cursor: Any, b_cursor: Any, b: _Timed)
             if sql == database.begin_statement and b.running is not None:
                 issued.append(b.running)
 
+        # Never unset: B's connection ends with the race, and unsetting it while B runs a statement
+        # could deadlock (SQLite would wait for B's statement, which waits to call this function).
         b_cursor.connection.set_trace_callback(on_statement)
-        try:
-            yield lambda: issued[0] if issued else None
-        finally:
-            b_cursor.connection.set_trace_callback(None)
+        yield lambda: issued[0] if issued else None
     else:
         yield lambda: None
 
