@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from idemlib.broker import Broker, Delivery
 from idemlib.clock import VirtualClock
@@ -20,6 +22,9 @@ from idemlib.handlers import Context, Handler, InboxHandler, Steps
 from idemlib.messages import Message, expected_total, valid_charges
 from idemlib.stores import (DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, SQLitePayments,
                             WriteConflict, postgres_unavailable, require_servers)
+
+PATIENCE_SECONDS = 30.0
+"""How long A waits for B to finish or to be seen waiting, before the race is declared broken."""
 from idemlib.trace import Trace
 
 
@@ -31,11 +36,14 @@ class _Timed:
     failed_at: str | None = None
     error: str | None = None
     ended_at: float | None = None  # when the commit step returned (perf_counter)
+    running: str | None = None  # the step under way, for the watcher that sees this consumer wait
+
 
     def drive(self, job: Steps, session: PaymentsSession, until: str | None = None) -> str | None:
         """Run ``job`` step by step, timing each, up to (not into) step ``until``; returns the step it stopped before."""
         step = next(job, None)
         while step is not None and step != until:
+            self.running = step
             started = time.perf_counter()
             try:
                 following = next(job, None)
@@ -86,13 +94,16 @@ def race(
     handler: Handler | None = None,
     message: Message = RUNNING_EXAMPLE,
 ) -> RaceOutcome:
-    """Consumer A inserts the ID and charges, then holds its transaction open for ``hold_seconds``.
+    """Consumer A inserts the ID and charges, then holds its transaction open while B runs the same message.
 
-    Meanwhile consumer B, in its own thread, runs the whole handler for the same
-    message. Then A commits (or, with ``first_commits=False``, dies and is rolled
-    back). A delivery that failed is given back and delivered once more, as the
-    broker would, to show that the losing delivery does not lose the message; with
-    ``a_ack_lost`` A's ack never arrives, so that retry finds the message still queued.
+    Consumer B, in its own thread, runs the whole handler for the same message. A
+    keeps its transaction open until B has either finished or is waiting for A, as
+    the engine itself shows it, and then for ``hold_seconds`` more, so every race
+    overlaps the same way however busy the machine is. Then A commits (or, with
+    ``first_commits=False``, dies and is rolled back). A delivery that failed is
+    given back and delivered once more, as the broker would, to show that the losing
+    delivery does not lose the message; with ``a_ack_lost`` A's ack never arrives,
+    so that retry finds the message still queued.
     """
     handler = handler or InboxHandler()
     clock = VirtualClock()
@@ -103,22 +114,28 @@ def race(
     b_delivery = broker.receive("consumer B")
     assert a_delivery is not None and b_delivery is not None
 
-    a_session, b_session = database.session(), database.session()
+    a_cursor, b_cursor = database.connect(), database.connect()
+    a_session, b_session = PaymentsSession(a_cursor, database), PaymentsSession(b_cursor, database)
     a, b = _Timed(), _Timed()
     a_job = handler.run(_context(a_delivery, a_session, broker, ack_lost=a_ack_lost))
     paused = a.drive(a_job, a_session, until="commit")
-    rival = threading.Thread(target=lambda: b.drive(handler.run(_context(b_delivery, b_session, broker)), b_session))
-    rival.start()
-    rival_started = time.perf_counter()
-    time.sleep(hold_seconds)
-    if first_commits and paused is not None:
-        a.resume(a_job, a_session, paused)
-    else:
-        a_job.close()
-        a_session.rollback()  # what the engine does when A's connection dies
-    # How long A kept B company: from B's start to the end of A's transaction (its commit or rollback).
-    a_ended = a.ended_at if first_commits and a.ended_at is not None else time.perf_counter()
-    rival.join(timeout=hold_seconds + 30)
+    with _waits_for_a(database, a_cursor, b_cursor, b) as waiting_at:
+        rival = threading.Thread(target=lambda: b.drive(handler.run(_context(b_delivery, b_session, broker)),
+                                                        b_session), daemon=True)
+        rival_started = time.perf_counter()  # before start(): B's thread may run at once
+        rival.start()
+        b_waited_at = _finished_or_waiting(rival, waiting_at)
+        time.sleep(hold_seconds)
+        if first_commits and paused is not None:
+            a.resume(a_job, a_session, paused)
+        else:
+            a_job.close()
+            a_session.rollback()  # what the engine does when A's connection dies
+        # How long A kept B company: from B's start to the end of A's transaction (its commit or rollback).
+        a_ended = a.ended_at if first_commits and a.ended_at is not None else time.perf_counter()
+        rival.join(timeout=PATIENCE_SECONDS)
+        if rival.is_alive():
+            raise RuntimeError(f"consumer B was still running {PATIENCE_SECONDS:g} s after A's transaction ended")
 
     losers = [(name, timed, delivery) for name, timed, delivery in (("A", a, a_delivery), ("B", b, b_delivery))
               if timed.failed_at is not None]
@@ -133,20 +150,67 @@ def race(
             retry_session = database.session()
             _Timed().drive(handler.run(_context(again, retry_session, broker, notes)), retry_session)
             retry = "duplicate skipped" if "duplicate skipped" in notes else "charged"
-    slowest_step, slowest = max(b.steps, key=lambda step: step[1], default=("", 0.0))
-    waited = slowest >= hold_seconds / 2
     return RaceOutcome(
         engine=database.engine,
         a_then="commits" if first_commits else "rolls back",
         a_held_seconds=a_ended - rival_started,
-        b_waited_at=slowest_step if waited else "did not wait",
-        b_wait_seconds=slowest if waited else 0.0,
+        b_waited_at=b_waited_at or "did not wait",
+        b_wait_seconds=next((seconds for step, seconds in b.steps if step == b_waited_at), 0.0),
         b_inserted=any(step == "charge" for step, _ in b.steps),
         failed=", ".join(f"{name} at {timed.failed_at}" for name, timed, _ in losers) or "nobody",
         error="; ".join((timed.error or "").split("\n")[0] for _, timed, _ in losers),
         retry=retry,
         total_charged=database.total_charged(),
     )
+
+
+@contextmanager
+def _waits_for_a(database: SqlPayments, a_cursor: Any, b_cursor: Any, b: _Timed) -> Iterator[Callable[[], str | None]]:
+    """A probe that names the step at which B is waiting for A's transaction, or None while B is not.
+
+    The wait is read from the engine, never guessed from the clock. PostgreSQL lists
+    the sessions that block a waiting one (``pg_blocking_pids``). SQLite has no such
+    view, but its wait has a certain cause: a ``BEGIN IMMEDIATE`` that B has issued
+    while A holds the write lock must wait in SQLite's busy handler (with no busy
+    timeout it fails at once instead, which is no wait). DuckDB never makes a writer wait.
+    """
+    if isinstance(database, PostgresPayments):
+        watcher = database.connect()
+        pids = (a_cursor.connection.info.backend_pid, b_cursor.connection.info.backend_pid)
+
+        def blocked_by_a() -> str | None:
+            watcher.execute("SELECT %s = ANY(pg_blocking_pids(%s))", pids)
+            return b.running if watcher.fetchall()[0][0] else None
+
+        try:
+            yield blocked_by_a
+        finally:
+            watcher.connection.close()
+    elif isinstance(database, SQLitePayments) and database.busy_timeout > 0:
+        issued: list[str] = []
+
+        def on_statement(sql: str) -> None:  # SQLite calls this in B's thread as a statement starts to run
+            if sql == database.begin_statement and b.running is not None:
+                issued.append(b.running)
+
+        # Never unset: B's connection ends with the race, and unsetting it while B runs a statement
+        # could deadlock (SQLite would wait for B's statement, which waits to call this function).
+        b_cursor.connection.set_trace_callback(on_statement)
+        yield lambda: issued[0] if issued else None
+    else:
+        yield lambda: None
+
+
+def _finished_or_waiting(rival: threading.Thread, waiting_at: Callable[[], str | None]) -> str | None:
+    """Block until B's thread has finished (None) or the engine shows B waiting for A (the step it waits at)."""
+    deadline = time.monotonic() + PATIENCE_SECONDS
+    while rival.is_alive():
+        if (step := waiting_at()) is not None:
+            return step
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"consumer B neither finished nor waited for A within {PATIENCE_SECONDS:g} s")
+        time.sleep(0.002)  # how often to look: it changes how soon A goes on, never what happens
+    return None
 
 
 def _context(delivery: Delivery, session: PaymentsSession, broker: Broker, notes: list[str] | None = None,

@@ -1,4 +1,4 @@
-"""Hand-ins for the grading tests: a two-exercise lesson made for them (it calls the real checks,
+"""Hand-ins for the grading tests: a two-exercise lesson made for them (it calls lesson 01's real checks,
 so its runs start fast) and student copies of it with answers and edits."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from idemlib.course.publish import student_copy
 
-SETUP = "from idemlib.course.exercises import check_running_example, check_overcharge\nfrom idemlib import Message"
-RIGHT = 'message = Message.charge("m-7f3", 1042, 40)'
+SETUP = "from idemlib.course.exercises import check_triple_charge, check_overcharge\nfrom idemlib import FaultPlan, LostAck"
+RIGHT = 'plan = FaultPlan(lost_acks=[LostAck(1), LostAck(2)])'
 
 
 def tiny_lesson() -> nbformat.NotebookNode:
@@ -22,9 +22,9 @@ def tiny_lesson() -> nbformat.NotebookNode:
     return new_notebook(cells=[
         new_markdown_cell("# 90 · Tiny\n\n**In this lesson you will**\n\n- grade"),
         new_code_cell(SETUP),
-        new_markdown_cell("**Exercise 1.** The running example."),
+        new_markdown_cell("**Exercise 1.** A triple charge."),
         solution(RIGHT),
-        new_code_cell("check_running_example(message)"),
+        new_code_cell("check_triple_charge(plan)"),
         new_markdown_cell("**Exercise 2.** The overcharge."),
         solution("answer = 0"),
         new_code_cell("check_overcharge(answer, messages=20)"),

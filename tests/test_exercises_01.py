@@ -8,6 +8,7 @@ import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.faults import Crash, FaultPlan, LostAck
+from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.handlers import NaiveHandler
 from idemlib.messages import payment_stream
 from idemlib.sim import simulate
@@ -31,6 +32,10 @@ BANKS = {
             # delivery numbers as a pandas column gives them, and as digit strings
             (FaultPlan(lost_acks=[LostAck(np.int64(1)), LostAck(np.int64(2))]),),
             (FaultPlan(lost_acks=[LostAck("1")], crashes=[Crash("ack", delivery=" 2")]),),
+            # a third delivery that dies before its charge costs nothing: the fourth charges and acks
+            (FaultPlan(lost_acks=[LostAck(1), LostAck(2)], crashes=[Crash("charge", delivery=3)]),),
+            # named faults in a tuple, with random settings that draw nothing for this consumer
+            (FaultPlan(lost_acks=(LostAck(1), LostAck(2)), seed=12345, per_copy=True, response_loss_rate=0.5),),
         ],
         wrong=[
             Wrong((FaultPlan(lost_acks=[LostAck(1)]),), "Each extra charge"),
@@ -47,6 +52,12 @@ BANKS = {
             # the same mistakes in other spellings are still mistakes
             Wrong((FaultPlan(lost_acks=[LostAck(np.int64(2)), LostAck("3")]),), "charged $40"),
             Wrong((FaultPlan(lost_acks=[LostAck("one"), LostAck("two")]),), "charged $40"),
+            # faults at a rate whose draws happen to triple m-7f3 ($120 here), but not when drawn afresh
+            Wrong((FaultPlan(ack_loss_rate=0.6),), "random draws"),
+            Wrong((FaultPlan(crash_rate=0.3, seed=5),), "random draws"),
+            Wrong((FaultPlan(ack_loss_rate=0.6, seed=3, per_copy=True),), "random draws"),
+            # the right two lost acks, plus a rate that may lose the third as well
+            Wrong((FaultPlan(lost_acks=[LostAck(1), LostAck(2)], ack_loss_rate=0.3),), "random draws"),
         ],
     ),
     "check_overcharge": Bank(
@@ -67,6 +78,21 @@ BANKS = {
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def test_the_lucky_plans_of_the_bank_do_triple_as_given_so_only_fresh_draws_refuse_them():
+    # Without this, a "lucky" wrong answer that did not even triple would be refused for the wrong reason.
+    for plan in (FaultPlan(ack_loss_rate=0.6), FaultPlan(crash_rate=0.3, seed=5),
+                 FaultPlan(ack_loss_rate=0.6, seed=3, per_copy=True),
+                 FaultPlan(lost_acks=[LostAck(1), LostAck(2)], ack_loss_rate=0.3)):
+        assert simulate(NaiveHandler(), [RUNNING_EXAMPLE], faults=plan).total_charged == 120
+
+
+def test_no_hint_about_luck_names_the_deliveries_to_fault():
+    from idemlib.course.exercises import check_triple_charge
+
+    message = check_triple_charge(FaultPlan(ack_loss_rate=0.6)).message
+    assert "LostAck" not in message and "delivery=" not in message and "seed" not in message.lower(), message
 
 
 def test_no_hint_gives_the_overcharge_away():

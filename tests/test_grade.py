@@ -29,25 +29,25 @@ def graded(tmp_path_factory):
     nbformat.write(lesson, lessons / "90_tiny.ipynb")
     cases = {
         "right.ipynb": handed_in(lesson, RIGHT + "  # my answer"),
-        "wrong.ipynb": handed_in(lesson, 'message = Message.charge("m-7f3", 1042, 80)'),
+        "wrong.ipynb": handed_in(lesson, 'plan = FaultPlan(lost_acks=[LostAck(1)])'),
         "blank.ipynb": handed_in(lesson),
-        "syntax.ipynb": handed_in(lesson, "message = Message.charge(("),
+        "syntax.ipynb": handed_in(lesson, "plan = FaultPlan(("),
         "unrelated_error.ipynb": handed_in(lesson, RIGHT, edit=lambda c: c.insert(2, new_code_cell("1 / 0"))),
         "loops.ipynb": handed_in(lesson, "while True:\n    pass"),
-        "edited.ipynb": handed_in(lesson, 'message = "whatever"', edit=lambda c: setattr(
-            c[4], "source", 'check_running_example(Message.charge("m-7f3", 1042, 40))')),
+        "edited.ipynb": handed_in(lesson, 'plan = "whatever"', edit=lambda c: setattr(
+            c[4], "source", "check_triple_charge(FaultPlan(lost_acks=[LostAck(1), LostAck(2)]))")),
         "deleted.ipynb": handed_in(lesson, RIGHT, edit=lambda c: c.pop(4)),
         "moved.ipynb": handed_in(lesson, RIGHT, edit=swap_answer_and_check),
         "other.ipynb": new_notebook(cells=[new_markdown_cell("# My holiday notes")]),
         # A fake verdict displayed by a cell of the student's own is not the check's.
         "faked.ipynb": handed_in(lesson, edit=lambda c: c.insert(5, new_code_cell(
             "from IPython.display import display\n"
-            "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_running_example', "
+            "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_triple_charge', "
             "'verdict': 'right', 'message': ''}}, raw=True)"))),
         # A check replaced by the student's own function, its cell untouched.
         "rebound.ipynb": handed_in(lesson, edit=lambda c: c.insert(3, new_code_cell(
             "from idemlib.course.exercises.feedback import Feedback\n"
-            "def check_running_example(answer):\n    return Feedback(True, 'yes', 'check_running_example')"))),
+            "def check_triple_charge(answer):\n    return Feedback(True, 'yes', 'check_triple_charge')"))),
     }
     for name, notebook in cases.items():
         nbformat.write(notebook, folder / name)
@@ -66,19 +66,19 @@ def verdicts(rows: list[Grade], student: str) -> dict[str, str]:
 
 
 EXPECTED = {
-    "right": {"check_running_example": "right", "check_overcharge": "blank"},
-    "carol": {"check_running_example": "right", "check_overcharge": "blank"},
-    "wrong": {"check_running_example": "wrong", "check_overcharge": "blank"},
-    "blank": {"check_running_example": "blank", "check_overcharge": "blank"},
-    "syntax": {"check_running_example": "not run", "check_overcharge": "blank"},
-    "unrelated_error": {"check_running_example": "right", "check_overcharge": "blank"},
-    "loops": {"file": "timed out", "check_running_example": "not run", "check_overcharge": "blank"},
-    "edited": {"check_running_example": "check edited", "check_overcharge": "blank"},
-    "deleted": {"check_running_example": "check missing", "check_overcharge": "blank"},
-    "moved": {"check_running_example": "check moved", "check_overcharge": "blank"},
+    "right": {"check_triple_charge": "right", "check_overcharge": "blank"},
+    "carol": {"check_triple_charge": "right", "check_overcharge": "blank"},
+    "wrong": {"check_triple_charge": "wrong", "check_overcharge": "blank"},
+    "blank": {"check_triple_charge": "blank", "check_overcharge": "blank"},
+    "syntax": {"check_triple_charge": "not run", "check_overcharge": "blank"},
+    "unrelated_error": {"check_triple_charge": "right", "check_overcharge": "blank"},
+    "loops": {"file": "timed out", "check_triple_charge": "not run", "check_overcharge": "blank"},
+    "edited": {"check_triple_charge": "check edited", "check_overcharge": "blank"},
+    "deleted": {"check_triple_charge": "check missing", "check_overcharge": "blank"},
+    "moved": {"check_triple_charge": "check moved", "check_overcharge": "blank"},
     "other": {"file": "no lesson"},
-    "faked": {"check_running_example": "blank", "check_overcharge": "blank"},
-    "rebound": {"check_running_example": "check edited", "check_overcharge": "blank"},
+    "faked": {"check_triple_charge": "blank", "check_overcharge": "blank"},
+    "rebound": {"check_triple_charge": "check edited", "check_overcharge": "blank"},
     "essay": {"file": "not a notebook"},
     "broken": {"file": "not a notebook"},
 }
@@ -92,8 +92,8 @@ def test_each_kind_of_hand_in_gets_the_right_row(graded, student):
 
 def test_a_wrong_answer_carries_the_hint_the_student_saw(graded):
     rows, _ = graded
-    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_running_example")
-    assert "amount" in wrong.hint
+    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_triple_charge")
+    assert "extra charge" in wrong.hint
 
 
 def test_the_csv_and_the_page_hold_every_row(graded):
@@ -104,13 +104,13 @@ def test_the_csv_and_the_page_hold_every_row(graded):
     page = (out / "index.html").read_text()
     assert "✓ right" in page and "! check edited" in page and "not a notebook" in page
     totals = page.split("right per exercise")[1]
-    # Per exercise, right / graded, in the lesson's order (running example, then overcharge).
+    # Per exercise, right / graded, in the lesson's order (triple charge, then overcharge).
     assert "<td class='total'>3 / 12</td><td class='total'>0 / 12</td>" in totals
     # The header, a row per student (those whose files could not be graded too), and the totals.
     assert page.count("<tr><th>") == 1 + len(EXPECTED) + 1
     # Each exercise headed with the lesson's own words; a wrong answer's hint written out, not hidden.
-    assert "Exercise 1. The running example." in page and "Exercise 2. The overcharge." in page
-    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_running_example")
+    assert "Exercise 1. A triple charge." in page and "Exercise 2. The overcharge." in page
+    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_triple_charge")
     assert f'<span class="hint">{html.escape(wrong.hint)}</span>' in page
     # A note for each hand-in not graded as usual, and none for those that were.
     notes = page.split("Notes on hand-ins not graded as usual")[1]
@@ -192,11 +192,11 @@ def test_the_referee_runs_the_lesson_cells_an_answer_needs_and_no_other():
                          new_code_cell("rows = []"), new_code_cell("rows.append(1)")]
     student = student_copy(lesson, "90_tiny")
     next(cell for cell in student.cells if "answer" in cell.metadata.get("tags", [])).source = (
-        'message = Message.charge("m-7f3", 1042, total + len(rows) - 1)')
+        'plan = FaultPlan(lost_acks=[LostAck(1), LostAck(total // 40 + len(rows))])')
     steps = steps_for(lesson, student)
     assert [(step["kind"], step["source"][:12]) for step in steps] == [
         ("setup", "from idemlib"), ("setup", "total = 40"), ("setup", "rows = []"), ("setup", "rows.append("),
-        ("answer", "message = Me"), ("check", "check_runnin"), ("answer", "# Your answe"), ("check", "check_overch")]
+        ("answer", "plan = Fault"), ("check", "check_triple"), ("answer", "# Your answe"), ("check", "check_overch")]
 
 
 def test_reading_a_hand_in_names_what_changes_the_course_and_notes_what_reaches_past_it():

@@ -1,7 +1,7 @@
 """Hostile hand-ins: none can turn a verdict into "right", reach outside its own copy, or stop the grading.
 
 Every case is a student copy of the two-exercise test lesson (its first exercise's
-right answer is ``message = Message.charge("m-7f3", 1042, 40)``, its second is left
+right answer is ``plan = FaultPlan(lost_acks=[LostAck(1), LostAck(2)])``, its second is left
 blank), all graded in one class, two at a time, as ``make grade`` would. Each case
 says what it tries and which rows it must get.
 """
@@ -20,8 +20,8 @@ from idemlib.course import sandbox
 from idemlib.course.grade import Grade, grade_folder
 
 FEEDBACK = "idemlib.course.exercises.feedback"
-BOTH_TAMPERED = {"check_running_example": "check tampered", "check_overcharge": "check tampered"}
-RIGHT_THEN_BLANK = {"check_running_example": "right", "check_overcharge": "blank"}
+BOTH_TAMPERED = {"check_triple_charge": "check tampered", "check_overcharge": "check tampered"}
+RIGHT_THEN_BLANK = {"check_triple_charge": "right", "check_overcharge": "blank"}
 
 
 def another_cell(source: str):
@@ -75,58 +75,58 @@ CASES = {
         BOTH_TAMPERED),
     # The same patch inside the answer cell, where it does run: the referee finds it.
     "verdict_property_in_answer": (
-        f"import {FEEDBACK} as fb\nfb.Feedback.verdict = property(lambda self: 'right')\nmessage = 'anything'",
+        f"import {FEEDBACK} as fb\nfb.Feedback.verdict = property(lambda self: 'right')\nplan = 'anything'",
         None, BOTH_TAMPERED),
     # A wrong answer with the check's helper module patched so that a hint says "right"; spelled so
     # that no reading of the code sees it: the referee's fingerprint does.
-    "helper_module": ("lesson = __import__('idemlib.course.exercises.lesson_00', fromlist=['x'])\n"
-                      "setattr(lesson, 'h' + 'int', lesson.right)\nmessage = 'anything'", None, BOTH_TAMPERED),
-    "builtins": ("import builtins\nbuiltins.isinstance = lambda *args: True\nmessage = 'anything'", None,
+    "helper_module": ("lesson = __import__('idemlib.course.exercises.lesson_01', fromlist=['x'])\n"
+                      "setattr(lesson, 'h' + 'int', lesson.right)\nplan = 'anything'", None, BOTH_TAMPERED),
+    "builtins": ("import builtins\nbuiltins.isinstance = lambda *args: True\nplan = 'anything'", None,
                  BOTH_TAMPERED),
     "sys_modules": ("import sys, types\nsys.modules['idemlib.course.exercises'] = types.ModuleType('fake')\n"
-                    "message = 'anything'", None, BOTH_TAMPERED),
+                    "plan = 'anything'", None, BOTH_TAMPERED),
     # A check defined with exec, in a cell of its own: the check is the student's, so not counted.
     "exec_check": (None, another_cell(
-        "exec(\"def check_running_example(message):\\n"
+        "exec(\"def check_triple_charge(plan):\\n"
         f"    from {FEEDBACK} import Feedback\\n"
-        "    return Feedback(True, 'yes', 'check_running_example')\")"),
-        {"check_running_example": "check edited", "check_overcharge": "blank"}),
+        "    return Feedback(True, 'yes', 'check_triple_charge')\")"),
+        {"check_triple_charge": "check edited", "check_overcharge": "blank"}),
     # ... and in the answer cell, built as it runs: the lesson's own check is called all the same.
-    "exec_check_in_answer": ("exec('def check_running_' + 'example(m):\\n return True')\nmessage = 'anything'",
+    "exec_check_in_answer": ("exec('def check_triple_' + 'charge(p):\\n return True')\nplan = 'anything'",
                              None, BOTH_TAMPERED),
     "fake_printed_verdict": (None, another_cell(
-        "print('✓ Correct: that is m-7f3')\nfrom IPython.display import display\n"
-        "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_running_example', "
-        "'verdict': 'right', 'message': ''}}, raw=True)"), {"check_running_example": "blank",
+        "print('✓ Correct: the naive consumer charged $120')\nfrom IPython.display import display\n"
+        "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_triple_charge', "
+        "'verdict': 'right', 'message': ''}}, raw=True)"), {"check_triple_charge": "blank",
                                                             "check_overcharge": "blank"}),
     # Memory of other threads and of the referee: ctypes and the garbage collector's lists stop the run.
-    "ctypes": ("import ctypes\nctypes.memmove(id(1), id(2), 8)\nmessage = 'anything'", None, BOTH_TAMPERED),
-    "garbage_collector": ("import gc\nfound = gc.get_objects()\nmessage = 'anything'", None, BOTH_TAMPERED),
+    "ctypes": ("import ctypes\nctypes.memmove(id(1), id(2), 8)\nplan = 'anything'", None, BOTH_TAMPERED),
+    "garbage_collector": ("import gc\nfound = gc.get_objects()\nplan = 'anything'", None, BOTH_TAMPERED),
     "thread_left_running": ("import threading, time\nthreading.Thread(target=time.sleep, args=(600,), "
                             "daemon=True).start()\n" + RIGHT, None, BOTH_TAMPERED),
     # Writing a verdict straight onto the referee's channel (whichever descriptor it is).
     "fake_report_line": ("import os\nfor fd in range(3, 64):\n    try:\n"
                       "        os.write(fd, b\"S 00 (1, 'right', 'check_overcharge', '')\\n\")\n"
                       "    except OSError:\n        pass\n" + RIGHT, None,
-                      {"check_running_example": "check tampered", "check_overcharge": "check tampered"}),
+                      {"check_triple_charge": "check tampered", "check_overcharge": "check tampered"}),
     "result_forged_inside_the_check": (None, second_answer("KEEP_AT_IT = False\n" + SNEAKY),
-                                       {"check_running_example": "blank", "check_overcharge": "wrong"}),
+                                       {"check_triple_charge": "blank", "check_overcharge": "wrong"}),
     "result_forged_by_a_thread": (None, second_answer("KEEP_AT_IT = True\n" + SNEAKY), BOTH_TAMPERED),
     # Every process forks until the process limit, then the children sleep on.
     "fork_bomb": (guarded("import os, time\nwhile True:\n    if os.fork() == 0:\n        while True:\n"
                           "            try:\n                os.fork()\n            except OSError:\n"
                           "                time.sleep(600)"), None, RIGHT_THEN_BLANK),
     "memory_hog": ("hog = bytearray(16 << 30)\n" + RIGHT, None,
-                   {"check_running_example": "not run", "check_overcharge": "blank"}),
+                   {"check_triple_charge": "not run", "check_overcharge": "blank"}),
     "output_flood": ("import os\nfor _ in range(1000):\n    print('x' * 100_000)\n    os.write(2, b'y' * 100_000)\n"
                      + RIGHT, None, RIGHT_THEN_BLANK),
     "exits": ("import os\nos._exit(0)", None,
-              {"file": "run failed", "check_running_example": "not run", "check_overcharge": "not run"}),
+              {"file": "run failed", "check_triple_charge": "not run", "check_overcharge": "not run"}),
     "infinite_loop": ("while True:\n    pass", None,
-                      {"file": "timed out", "check_running_example": "not run", "check_overcharge": "blank"}),
+                      {"file": "timed out", "check_triple_charge": "not run", "check_overcharge": "blank"}),
     "loop_that_ignores_interrupts": ("while True:\n    try:\n        while True:\n            pass\n"
                                      "    except BaseException:\n        pass", None,
-                                     {"file": "timed out", "check_running_example": "not run",
+                                     {"file": "timed out", "check_triple_charge": "not run",
                                       "check_overcharge": "not run"}),
 }
 
@@ -190,10 +190,10 @@ def test_no_hostile_hand_in_is_graded_right_on_what_it_did_not_answer(class_grad
 
 
 def test_a_tampered_hand_in_says_what_was_found(class_graded):
-    notes = {row.student: row.note for row in class_graded[0] if row.exercise == "check_running_example"}
+    notes = {row.student: row.note for row in class_graded[0] if row.exercise == "check_triple_charge"}
     assert "Feedback.verdict" in notes["verdict_property"]
     assert "_repr_mimebundle_" in notes["verdict_display"]
-    assert "lesson_00.hint" in notes["helper_module"]
+    assert "lesson_01.hint" in notes["helper_module"]
     assert "builtins.isinstance" in notes["builtins"]
     assert "ctypes" in notes["ctypes"] and "gc.get_objects" in notes["garbage_collector"]
     assert "thread" in notes["thread_left_running"]
@@ -217,7 +217,7 @@ def test_no_hand_in_reaches_the_network(class_graded):
 
 
 def test_the_processes_a_hand_in_started_are_stopped_and_said(class_graded):
-    note = next(r.note for r in class_graded[0] if r.student == "fork_bomb" and r.exercise == "check_running_example")
+    note = next(r.note for r in class_graded[0] if r.student == "fork_bomb" and r.exercise == "check_triple_charge")
     assert "stopped" in note
 
 

@@ -1,6 +1,8 @@
 """Races settled by real engines, in real threads, with the same handler code."""
 
+import random
 import threading
+import time
 
 import pytest
 from conftest import need_postgres
@@ -51,12 +53,11 @@ def test_a_busy_sqlite_write_is_reported_as_a_write_conflict():
 
 
 def test_postgres_makes_the_second_insert_wait_for_the_first_transaction(postgres):
-    # A hold of a second, so that B surely reaches its insert first even when a busy machine slows its BEGIN.
-    committed = race(postgres, first_commits=True, hold_seconds=1.0)
-    assert committed.b_waited_at == "record id" and committed.b_wait_seconds >= 0.5
+    committed = race(postgres, first_commits=True, hold_seconds=0.3)
+    assert committed.b_waited_at == "record id" and committed.b_wait_seconds >= 0.3
     assert not committed.b_inserted and committed.failed == "nobody"
     postgres.empty()
-    rolled_back = race(postgres, first_commits=False, hold_seconds=1.0)
+    rolled_back = race(postgres, first_commits=False, hold_seconds=0.3)
     assert rolled_back.b_waited_at == "record id" and rolled_back.b_inserted
     assert rolled_back.total_charged == 40
 
@@ -76,6 +77,45 @@ def test_above_read_committed_the_waiting_insert_fails_to_serialize_and_a_retry_
     assert outcome.retry == "duplicate skipped" and outcome.total_charged == 40
     rolled_back = race(postgres_at(isolation), first_commits=False, hold_seconds=0.2)
     assert rolled_back.failed == "nobody" and rolled_back.b_inserted
+
+
+class LateRival(InboxHandler):
+    """The inbox, except that consumer B is slow to start: its thread sleeps before its first step, once."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay, self.slept = delay, False
+
+    def run(self, ctx):
+        if ctx.delivery.consumer == "consumer B" and not self.slept:
+            self.slept = True
+            time.sleep(self.delay)
+        yield from super().run(ctx)
+
+
+RACES_AS_THE_LESSON_SAYS = [  # (engine, whether A commits): (where B waited, who failed, whether B charged)
+    ("DuckDB", True, "did not wait", "A at commit", True), ("DuckDB", False, "did not wait", "nobody", True),
+    ("SQLite", True, "begin", "nobody", False), ("SQLite", False, "begin", "nobody", True),
+    ("SQLite, busy timeout 0", True, "did not wait", "B at begin", False),
+    ("PostgreSQL", True, "record id", "nobody", False), ("PostgreSQL", False, "record id", "nobody", True),
+    ("PostgreSQL, REPEATABLE READ", True, "record id", "B at record id", False),
+]
+
+
+@pytest.mark.parametrize(("engine_name", "first_commits", "waited_at", "failed", "b_charged"), RACES_AS_THE_LESSON_SAYS)
+def test_a_rival_that_starts_long_after_the_hold_would_end_still_races_as_the_lesson_says(
+        engine_name, first_commits, waited_at, failed, b_charged):
+    # B starts 4 to 8 holds late, as on a machine too busy to run its thread: a race whose overlap
+    # came from the hold's length would see A finish first, and B would meet A's committed row.
+    if engine_name.startswith("PostgreSQL"):
+        need_postgres()
+    make = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments, "SQLite, busy timeout 0": lambda: SQLitePayments(busy_timeout=0),
+            "PostgreSQL": lambda: postgres_at("READ COMMITTED"), "PostgreSQL, REPEATABLE READ": lambda: postgres_at("REPEATABLE READ")}
+    hold = 0.05
+    delay = random.Random(f"{engine_name} {first_commits}").uniform(4, 8) * hold
+    outcome = race(make[engine_name](), first_commits=first_commits, hold_seconds=hold, handler=LateRival(delay))
+    assert (outcome.b_waited_at, outcome.failed, outcome.b_inserted) == (waited_at, failed, b_charged)
+    assert outcome.a_held_seconds >= delay + hold and outcome.total_charged == 40
 
 
 def test_an_unknown_isolation_level_is_refused_with_the_choices():

@@ -2,53 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
-from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.idempotence import INSERTS, STATEMENTS, is_idempotent
-from idemlib.messages import BadMessage, Message, parse_charge
 
-__all__ = ["check_running_example", "check_idempotent_inserts", "check_idempotent_statements"]
-
-
-@exercise
-def check_running_example(message: Any) -> Feedback:
-    """The running example as a :class:`~idemlib.messages.Message` that the course's consumer reads as m-7f3.
-
-    The course's own parser decides: a message it refuses (an amount of 40.0, a
-    ``Decimal``, an order number as text) would be dead-lettered with $0 charged,
-    however much it looks like the story.
-    """
-    if (missing := blank(message, "a Message built with Message.charge(...)")) is not None:
-        return missing
-    if not isinstance(message, Message):
-        return hint(f"That is a {type(message).__name__}; build a Message with Message.charge(message_id, order_id, amount).")
-    if message.message_id != RUNNING_EXAMPLE.message_id:
-        return hint(f"The ID is {message.message_id!r}. Look again at the story: which ID does the message carry?")
-    try:
-        charge = parse_charge(message)
-    except BadMessage as refused:
-        return hint(f"The consumer would refuse this message and send it to the dead-letter queue, charging $0: "
-                    f"{str(refused).split(': ', 1)[-1]}")
-    if charge != parse_charge(RUNNING_EXAMPLE):
-        return hint("The ID is right; check the order number and the amount against the story.")
-    if extra := sorted(_body_fields(message) - set(RUNNING_EXAMPLE.body)):
-        return hint(f"The story's message says only which order to charge and how much; yours adds {extra}. "
-                    "The consumer would ignore them and charge $40 all the same, but a currency or a flag that "
-                    "it ignores is not in the story.")
-    return right("that is m-7f3, the message the whole course follows.")
-
-
-def _body_fields(message: Message) -> set[str]:
-    """The field names of a body the parser has accepted (a mapping, or JSON text or bytes of one)."""
-    body = message.body
-    if isinstance(body, (str, bytes)):
-        body = json.loads(body)
-    return {str(key) for key in body}
+__all__ = ["check_idempotent_inserts", "check_idempotent_statements"]
 
 
 def _yes_or_no(value: Any) -> bool | None:

@@ -35,19 +35,45 @@ def _with_whole_deliveries(plan: FaultPlan) -> FaultPlan:
     return dataclasses.replace(plan, crashes=fixed(plan.crashes), lost_acks=fixed(plan.lost_acks))
 
 
+OTHER_DRAWS = 8
+"""How many fresh sets of random draws a plan with fault rates must also triple under: one that triples
+only by how its draws fell (about one in seven at best for each set) fails at least one of them."""
+
+
+def _naive_charge(plan: FaultPlan) -> tuple[int, list[Any]]:
+    """What the naive consumer charges for m-7f3 under ``plan``, and what it dead-lettered."""
+    result = simulate(NaiveHandler(), [RUNNING_EXAMPLE], faults=plan)
+    return result.total_charged, list(result.dead_letters)
+
+
+def _draws_at_random(plan: FaultPlan) -> bool:
+    return any(rate > 0 for rate in (plan.ack_loss_rate, plan.crash_rate, plan.response_loss_rate))
+
+
 @exercise
 def check_triple_charge(plan: Any) -> Feedback:
-    """Lesson 01: a fault plan under which the naive consumer charges m-7f3 three times ($120)."""
+    """Lesson 01: a fault plan under which the naive consumer charges m-7f3 three times ($120).
+
+    A plan that draws faults at a rate is also run with fresh draws: it must charge three
+    times under every one of them, as a plan that names its faults does, not by chance.
+    """
     if (missing := blank(plan, "a FaultPlan(...)")) is not None:
         return missing
     if not isinstance(plan, FaultPlan):
         return hint(f"That is a {type(plan).__name__}; the answer is a FaultPlan(...).")
-    result = simulate(NaiveHandler(), [RUNNING_EXAMPLE], faults=_with_whole_deliveries(plan))
-    charged, target = result.total_charged, 3 * RUNNING_EXAMPLE.body["amount"]
+    plan = _with_whole_deliveries(plan)
+    (charged, dead_letters), target = _naive_charge(plan), 3 * RUNNING_EXAMPLE.body["amount"]
     if charged == target:
+        redrawn = [plan.seed + n for n in range(1, OTHER_DRAWS + 1)] if _draws_at_random(plan) else []
+        otherwise = sorted({_naive_charge(dataclasses.replace(plan, seed=draw))[0] for draw in redrawn} - {target})
+        if otherwise:
+            return hint(f"Your plan charged ${charged} this time, but only because of how its random draws fell: "
+                        f"drawn afresh, the same plan charged {' or '.join(f'${other}' for other in otherwise)}. "
+                        "A fault at a rate may or may not happen. Name the faults the plan needs, so that it "
+                        "charges three times whatever is drawn.")
         return right(f"the naive consumer charged ${charged}: every delivery whose ack went missing was charged again.")
-    if result.dead_letters:
-        return hint(f"Your plan sent m-7f3 to the dead-letter queue after {result.dead_letters[0].deliveries} deliveries, "
+    if dead_letters:
+        return hint(f"Your plan sent m-7f3 to the dead-letter queue after {dead_letters[0].deliveries} deliveries, "
                      f"with ${charged} charged. Fewer faults, placed where a commit has already happened.")
     if charged < target:
         return hint(f"Your plan charged ${charged}. Each extra charge needs a delivery that commits and yet is delivered "
