@@ -33,6 +33,20 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["IDEMLIB_SERVERS_OWNER"] = config.stash[_OWNER] = f"pytest-{os.getpid()}"
 
 
+# Tests that read the session's executed lessons (and the site built from them) run on one worker
+# under `make test`'s two (pytest-xdist, --dist loadgroup), so each lesson is executed once per run,
+# not once per worker; every other test goes to whichever worker is free. Running side by side is
+# safe because every run on a shared server works in names of its own (a schema, stream or queue
+# named after its process), and it keeps the lessons honest: they run while the machine is busy.
+LESSON_FIXTURES = {"executed_lesson", "executed_student_copy", "site"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if LESSON_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("lessons"))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the servers this run started (lesson kernels inherit the owner), and no one else's."""
     owner = config.stash.get(_OWNER, None)
