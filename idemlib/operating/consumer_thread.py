@@ -15,6 +15,7 @@ dead process's are, so no lock it held keeps the next test waiting.
 from __future__ import annotations
 
 import linecache
+import math
 import queue
 import sys
 import sysconfig
@@ -74,8 +75,9 @@ class ConsumerThread:
     """
 
     def __init__(self, sessions: Sessions, time_limit: float, consumer: str) -> None:
-        if not time_limit > 0:
-            raise ValueError(f"time_limit is the seconds a delivery may take: give a positive number, not {time_limit!r}")
+        if not time_limit > 0:  # also refuses NaN
+            raise ValueError(f"time_limit is the seconds a delivery may take: give a positive number (or math.inf "
+                             f"for none), not {time_limit!r}")
         self.sessions, self.time_limit, self.consumer = sessions, time_limit, consumer
         self.scenario = "one clean delivery of each message"
         self.watches: list[Watch] = []
@@ -101,7 +103,7 @@ class ConsumerThread:
         done: threading.Event = threading.Event()
         box: dict[str, Any] = {}
         self._jobs.put((work, done, box))
-        if not done.wait(self.time_limit):
+        if not done.wait(None if math.isinf(self.time_limit) else self.time_limit):  # inf: no limit at all
             raise self._give_up(what)
         self.watches = []
         if "error" in box:
@@ -125,8 +127,8 @@ class ConsumerThread:
         lines.append("A delivery must end: give every wait in it (a lock, a network call, a queue) a timeout of its "
                      "own, so a stuck delivery raises and the broker redelivers the message. If it is only slow, "
                      "pass a larger time_limit= (seconds), or set idempotency_time_limit in your pytest "
-                     f"configuration. The test stopped waiting: the blocked thread is left "
-                     f"behind and its database sessions were ended.")
+                     "configuration. The test stopped waiting: the blocked thread is left behind and its database "
+                     "sessions were ended.")
         for watch in live:
             watch.abandon()
         self.sessions.end_lent()
