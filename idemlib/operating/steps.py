@@ -282,11 +282,15 @@ class Sessions:
             return
         try:
             admin = self._connect()
+        except Exception:  # noqa: BLE001 - the server went away: its sessions went with it
+            return
+        try:
             admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
             admin.commit()
-            _close(admin)
-        except Exception:  # noqa: BLE001 - the server went away, or refused: nothing more to do from here
+        except Exception:  # noqa: BLE001 - refused (another role's session): nothing more to do from here
             pass
+        finally:
+            _close(admin)
 
 
 def backend_pid(connection: Connection | None) -> int | None:
