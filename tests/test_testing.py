@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from idemlib.messages import Message
 from idemlib.operating import consumers
 from idemlib.operating.steps import Crashed, Sessions, Watch, deliver
+from idemlib.operating.consumer_thread import Blocked
 from idemlib.operating.testing import NotIdempotent, assert_idempotent, idempotency_report
 
 pytest_plugins = ["idemlib.operating.pytest_plugin"]
@@ -142,3 +144,107 @@ def test_a_session_given_back_after_a_crash_holds_no_lock_and_no_open_transactio
     assert again.execute("SELECT to_regclass('t')").fetchone() == (None,), "the open transaction was rolled back"
     sessions.give_back(again)
     sessions.close()
+
+
+def finishes(call: Any, seconds: float = 60) -> BaseException | None:
+    """Run ``call`` in a thread and return what it raised (None: returned); fail, not hang, if it never ends."""
+    raised: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            raised.append(None)
+        except BaseException as error:  # noqa: BLE001 - handed to the test to inspect
+            raised.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: the time limit did not end a blocked consumer"
+    return raised[0]
+
+
+def test_a_consumer_blocked_on_an_event_never_set_fails_saying_where_it_waits_and_what_to_do(tmp_path):
+    never = threading.Event()
+
+    def waits_for_a_reply(connection: sqlite3.Connection, message: Message) -> None:
+        connection.execute("INSERT INTO payments VALUES (?, ?, ?)",
+                           (message.body["order_id"], message.body["amount"], message.message_id))
+        never.wait()  # a reply that never comes, and no timeout
+        connection.commit()
+
+    # The limit only has to exceed what a finished call takes on a busy machine: the blocked one never ends.
+    error = finishes(lambda: assert_idempotent(
+        waits_for_a_reply, MESSAGES, connect=sqlite_database(tmp_path), reset=sqlite_reset,
+        state=lambda c: c.execute("SELECT count(*) FROM payments").fetchall(), time_limit=3))
+    assert isinstance(error, Blocked) and isinstance(error, AssertionError)
+    text = str(error)
+    assert "'waits_for_a_reply' did not finish the delivery of m-7f3 within the time limit of 3 s" in text
+    assert "scenario: one clean delivery of each message" in text
+    assert "blocked at or after step 1 (INSERT INTO payments)" in text
+    assert "in waits_for_a_reply (test_testing.py:" in text and "`never.wait()" in text
+    assert "give every wait in it" in text and "time_limit" in text
+
+
+def test_a_consumer_that_ends_gets_the_same_report_whatever_the_time_limit(tmp_path):
+    def inbox(connection: sqlite3.Connection, message: Message) -> None:
+        new = connection.execute("INSERT INTO processed_messages VALUES (?) ON CONFLICT DO NOTHING RETURNING 1",
+                                 (message.message_id,)).fetchone()
+        if new:
+            connection.execute("INSERT INTO payments VALUES (?, ?, ?)",
+                               (message.body["order_id"], message.body["amount"], message.message_id))
+        connection.commit()
+
+    def report(**limit: float) -> Any:
+        return assert_idempotent(inbox, MESSAGES, connect=sqlite_database(tmp_path), reset=sqlite_reset,
+                                 state=lambda c: sorted(c.execute("SELECT order_id, amount FROM payments").fetchall()),
+                                 **limit)
+
+    assert report(time_limit=600).equals(report())
+    with pytest.raises(ValueError, match="positive number"):
+        report(time_limit=0)
+
+
+def test_a_python_lock_held_across_the_paused_delivery_fails_the_race_and_frees_the_database(postgres_schema):
+    one_at_a_time = threading.Lock()  # shared by two threads of one process; two processes would share none
+
+    def serialised(connection: Any, message: Message) -> None:
+        with one_at_a_time:
+            consumers.inbox_consumer(connection, message)
+
+    error = finishes(lambda: assert_idempotent(serialised, MESSAGES, connect=postgres_schema.connect,
+                                               reset=consumers.reset, state=consumers.payments, time_limit=5))
+    assert isinstance(error, Blocked)
+    text = str(error)
+    assert "scenario: two at once, one paused before step 1: INSERT INTO processed_messages" in text
+    assert "- delivery 1: held by the test before step 1 (INSERT INTO processed_messages)" in text
+    assert "- delivery 2: blocked before its first statement in serialised (test_testing.py:" in text
+    assert "`with one_at_a_time:`" in text and "a lock in Python" in text
+    # The given-up deliveries' sessions were ended: nothing of theirs still holds a lock on the schema's tables.
+    with postgres_schema.connect() as probe:
+        probe.execute("SET lock_timeout = '5s'")
+        probe.execute("LOCK TABLE payments, processed_messages IN ACCESS EXCLUSIVE MODE")
+
+
+def test_the_plugin_registers_the_time_limit_setting_and_refuses_a_wrong_one(request):
+    from idemlib.operating import pytest_plugin, testing
+
+    assert float(request.config.getini("idempotency_time_limit")) == testing.TIME_LIMIT
+
+    class Config:
+        def __init__(self, value: str) -> None:
+            self.value = value
+
+        def getini(self, name: str) -> str:
+            assert name == "idempotency_time_limit"
+            return self.value
+
+    kept = testing.TIME_LIMIT
+    try:
+        pytest_plugin.pytest_configure(Config("120"))  # type: ignore[arg-type]
+        assert testing.TIME_LIMIT == 120
+        for wrong in ("soon", "0", "-5"):
+            with pytest.raises(pytest.UsageError, match="idempotency_time_limit"):
+                pytest_plugin.pytest_configure(Config(wrong))  # type: ignore[arg-type]
+    finally:
+        testing.TIME_LIMIT = kept

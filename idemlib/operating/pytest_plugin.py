@@ -18,6 +18,13 @@ connection of its own::
 
 Without a server the test is skipped, saying how to start one (it fails where
 ``IDEMLIB_REQUIRE_SERVERS=1``).
+
+The plugin also sets how long one delivery may take before ``assert_idempotent``
+fails it as blocked (:data:`~idemlib.operating.testing.TIME_LIMIT`, 60 s): a safety
+net that turns a consumer blocked for good into a failure instead of a hung suite.
+Change it for the whole suite in your pytest configuration (``idempotency_time_limit
+= 120`` under ``[pytest]``, or ``-o idempotency_time_limit=120`` on the command line),
+or for one call with ``time_limit=``.
 """
 
 from __future__ import annotations
@@ -26,9 +33,29 @@ from collections.abc import Iterator
 
 import pytest
 
+from idemlib.operating import testing
 from idemlib.operating.testing import PostgresSchema, fresh_schema
 from idemlib.servers import require_servers
 from idemlib.stores.postgres_store import postgres_unavailable
+
+
+_SETTING = "idempotency_time_limit"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(_SETTING, "seconds one delivery may take before assert_idempotent fails it as blocked "
+                  f"(default {testing.TIME_LIMIT:g})", default=str(testing.TIME_LIMIT))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    value = config.getini(_SETTING)
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise pytest.UsageError(f"{_SETTING} is a number of seconds, not {value!r}") from None
+    if not seconds > 0:
+        raise pytest.UsageError(f"{_SETTING} must be a positive number of seconds, not {value!r}")
+    testing.TIME_LIMIT = seconds
 
 
 @pytest.fixture

@@ -59,6 +59,9 @@ class Watch:
         self.steps: list[str] = []
         self.dead = False
         self.connection: Connection | None = None
+        self.thread: int | None = None
+        """The thread the delivery runs in, once it has started (to find where a blocked one waits)."""
+        self.ended = False
         self.paused = threading.Event()
         self._go = threading.Event()
 
@@ -73,9 +76,21 @@ class Watch:
         if len(self.steps) == self.pause_at:
             self.paused.set()
             self._go.wait()
+            if self.dead:
+                raise Crashed(f"the test gave up while this delivery waited before {name}")
 
     def resume(self) -> None:
         """Let a consumer waiting at ``pause_at`` go on."""
+        self._go.set()
+
+    @property
+    def held(self) -> bool:
+        """Waiting at ``pause_at`` for :meth:`resume`, as the test planned."""
+        return self.paused.is_set() and not self._go.is_set()
+
+    def abandon(self) -> None:
+        """The test gives up on this delivery: its next step dies (a held one is let go, to die at once)."""
+        self.dead = True
         self._go.set()
 
 
@@ -176,6 +191,7 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
     ends: an open transaction is lost, whatever happened. A :class:`Sessions` given as
     ``connect`` takes it back instead, reset as a new session would be.
     """
+    watch.thread = threading.get_ident()
     connection = connect()
     watch.connection = connection
     try:
@@ -188,6 +204,7 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
     except Exception as error:  # noqa: BLE001 - a failed delivery is a result here, reported by the caller
         return error
     finally:
+        watch.ended = True
         getattr(connect, "give_back", _close)(connection)
 
 
@@ -216,15 +233,19 @@ class Sessions:
     def __init__(self, connect: Callable[[], Connection]) -> None:
         self._connect = connect
         self._idle: list[Connection] = []
+        self._lent: dict[int, Connection] = {}
 
     def __call__(self) -> Connection:
         try:
-            return self._idle.pop()
+            connection = self._idle.pop()
         except IndexError:
-            return self._connect()
+            connection = self._connect()
+        self._lent[id(connection)] = connection
+        return connection
 
     def give_back(self, connection: Connection) -> None:
         """Roll ``connection`` back and keep it for the next delivery; close it if it cannot be reset."""
+        self._lent.pop(id(connection), None)
         try:
             connection.rollback()
             if type(connection).__module__.startswith("psycopg"):
@@ -242,6 +263,43 @@ class Sessions:
         while self._idle:
             _close(self._idle.pop())
 
+    def end_lent(self) -> None:
+        """End the sessions still lent out, held by a delivery the test gave up on, as a dead process's end.
+
+        On PostgreSQL the server terminates each one, so its open transaction and its locks
+        go and nothing else (the next test, dropping the schema) waits for them; on SQLite and
+        DuckDB a statement running is interrupted. A blocked thread cannot be killed: if it ever
+        wakes, its next call on the connection fails.
+        """
+        lent = list(self._lent.values())
+        pids = [pid for connection in lent if (pid := backend_pid(connection))]
+        if not pids:
+            for connection in lent:
+                try:
+                    connection.interrupt()
+                except Exception:  # noqa: BLE001 - no interrupt on this driver, or the connection is closed
+                    pass
+            return
+        try:
+            admin = self._connect()
+        except Exception:  # noqa: BLE001 - the server went away: its sessions went with it
+            return
+        try:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+            admin.commit()
+        except Exception:  # noqa: BLE001 - refused (another role's session): nothing more to do from here
+            pass
+        finally:
+            _close(admin)
+
+
+def backend_pid(connection: Connection | None) -> int | None:
+    """The PostgreSQL server process serving ``connection``; None on another database or when closed."""
+    try:
+        return getattr(getattr(connection, "info", None), "backend_pid", None) or None
+    except Exception:  # noqa: BLE001 - a connection closed or broken has no server process to name
+        return None
+
 
 @dataclass
 class Race:
@@ -257,18 +315,26 @@ class Race:
     """What PostgreSQL said the paused first delivery's session was doing meanwhile (``idle in transaction``)."""
 
 
-def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any, pause_before: int) -> Race:
+def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any, pause_before: int,
+                watches: list[Watch] | None = None) -> Race:
     """Deliver ``message`` twice at once: the first delivery waits before its ``pause_before``-th step, the second
     runs until it ends or waits for a lock, then the first goes on.
 
     Whether the second waits for a lock is read from PostgreSQL's ``pg_stat_activity``,
-    never guessed from a timeout, so a busy machine gives the same interleaving.
+    never guessed from a timeout, so a busy machine gives the same interleaving. A second
+    delivery that neither ends nor waits for a lock keeps this waiting: a caller that must
+    not hang runs it in a thread of its own and passes ``watches``, which gets both
+    deliveries' :class:`Watch` to say where each stands.
     """
     first, second = Watch(pause_at=pause_before), Watch()
+    if watches is not None:
+        watches += [first, second]
     outcomes: dict[int, BaseException | None] = {}
 
     def start(number: int, watch: Watch) -> threading.Thread:
-        thread = threading.Thread(target=lambda: outcomes.__setitem__(number, deliver(handle, connect, message, watch)))
+        # A daemon: a delivery blocked for good must not keep the test process from ending.
+        thread = threading.Thread(target=lambda: outcomes.__setitem__(number, deliver(handle, connect, message, watch)),
+                                  daemon=True)
         thread.start()
         return thread
 
@@ -286,8 +352,7 @@ def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any,
 
 def _session_state(watch: Watch, connect: Callable[[], Connection]) -> str | None:
     """PostgreSQL's word for what ``watch``'s session is doing now; None on another database."""
-    pid = getattr(getattr(watch.connection, "info", None), "backend_pid", None)
-    if pid is None:
+    if (pid := backend_pid(watch.connection)) is None:
         return None
     monitor = connect()
     try:
@@ -302,8 +367,7 @@ def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Call
     monitor = connect()
     try:
         while thread.is_alive():
-            pid = getattr(getattr(watch.connection, "info", None), "backend_pid", None)
-            if pid is not None:
+            if (pid := backend_pid(watch.connection)) is not None:
                 row = monitor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
                 monitor.rollback()
                 if row is not None and row[0] == "Lock":
