@@ -6,6 +6,7 @@ each takes well under a second; tests/test_grade_hostile.py grades hand-ins in i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ def connect():
     socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
 found = {{"uid": os.getuid(), "sees_checkout": os.path.exists({str(PROBE)!r}),
          "sees_home": os.path.exists("/root/.bashrc") or os.path.isdir("/home/" + "x"),
-         "writes_tmp": can(lambda: open("/tmp/x", "w").write("x")),
+         "writes_tmp": can(lambda: open(os.path.join(os.environ["TMPDIR"], "x"), "w").write("x")),
          "writes_usr": can(lambda: open("/usr/x", "w").write("x")),
          "reaches_loopback_server": can(connect)}}
 os.write(int("{{report}}"), json.dumps(found).encode())
@@ -41,17 +42,19 @@ os.write(int("{{report}}"), json.dumps(found).encode())
 
 
 def look(mode: str) -> dict[str, object]:
-    outcome = sandbox.run(["/usr/bin/python3", "-c", LOOK], b"", mode=mode, slot=7,
-                          limits=sandbox.Limits(seconds=30))
+    outcome = sandbox.run(["/usr/bin/python3", "-c", LOOK], b"", mode=mode, limits=sandbox.Limits(seconds=30))
     assert outcome.returncode == 0, outcome.stderr_tail
-    return json.loads(outcome.report)
+    found = json.loads(outcome.report)
+    assert found["uid"] == outcome.uid  # the user it says it ran as is the one it ran as
+    return found
 
 
 @ROOT_ONLY
 @NEEDS_BWRAP
 def test_as_root_bubblewrap_runs_the_code_as_a_user_of_its_own_seeing_only_the_system():
     found = look(sandbox.BUBBLEWRAP)
-    assert found == {"uid": sandbox.FIRST_UID + 7, "sees_checkout": False, "sees_home": False, "writes_tmp": True,
+    assert sandbox.FIRST_UID <= found.pop("uid") < sandbox.FIRST_UID + sandbox.USERS
+    assert found == {"sees_checkout": False, "sees_home": False, "writes_tmp": True,
                      "writes_usr": False, "reaches_loopback_server": False}
 
 
@@ -59,7 +62,7 @@ def test_as_root_bubblewrap_runs_the_code_as_a_user_of_its_own_seeing_only_the_s
 def test_the_dedicated_user_fallback_runs_as_that_user_and_writes_nothing_of_the_system():
     found = look(sandbox.DEDICATED_USER)
     # Weaker, as the grades say: it may see what every user may see, and the network.
-    assert found["uid"] == sandbox.FIRST_UID + 7 and found["writes_tmp"] is True and found["writes_usr"] is False
+    assert sandbox.FIRST_UID <= found["uid"] < sandbox.FIRST_UID + sandbox.USERS and found["writes_tmp"] is True and found["writes_usr"] is False
 
 
 @ROOT_ONLY
@@ -84,12 +87,49 @@ def test_a_fork_bomb_stops_at_the_process_limit_and_nothing_outlives_the_run():
             "            time.sleep(600)\n            os._exit(0)\n        born += 1\n"
             "    except OSError:\n        break\n"
             "os.write(int('{report}'), str(born).encode())\ntime.sleep(600)")
-    outcome = sandbox.run(["/usr/bin/python3", "-c", bomb], b"", mode=sandbox.BUBBLEWRAP, slot=6,
+    outcome = sandbox.run(["/usr/bin/python3", "-c", bomb], b"", mode=sandbox.BUBBLEWRAP,
                           limits=sandbox.Limits(seconds=15, processes=20))
     assert outcome.returncode is None  # it slept on, and was stopped at its time limit
     assert 0 < int(outcome.report) < 20
-    left = subprocess.run(["pgrep", "-u", str(sandbox.FIRST_UID + 6)], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-u", str(outcome.uid)], capture_output=True, text=True)
     assert left.stdout == ""
+
+
+HOLD = """import sys, time
+from idemlib.course.sandbox import user_of_its_own
+with user_of_its_own() as uid:
+    print(uid, flush=True)
+    time.sleep(60)
+"""
+
+
+@ROOT_ONLY
+def test_a_sandbox_never_gets_the_user_another_grading_command_holds():
+    """Two grading commands at once (two teachers, two test workers): each sandbox's user is its own,
+    so one hand-in's fork bomb or the kill that ends its run never reaches the other's."""
+    others = [subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    try:
+        held = {int(other.stdout.readline()) for other in others}
+        outcome = sandbox.run(["/usr/bin/python3", "-c", "import os; os.write(int('{report}'), b'%d' % os.getuid())"],
+                              b"", limits=sandbox.Limits(seconds=30))
+        assert len(held) == 3 and int(outcome.report) == outcome.uid and outcome.uid not in held
+        assert all(other.poll() is None for other in others)  # the holders were not killed by the run's end
+    finally:
+        for other in others:
+            other.kill()
+            other.wait()
+
+
+@ROOT_ONLY
+def test_a_user_left_behind_by_a_killed_grading_command_is_taken_again_and_emptied_first():
+    holder = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
+    uid = int(holder.stdout.readline())
+    orphan = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "sleep", "600"])
+    holder.kill()  # killed outright: its lock goes with it, its hand-in's process stays
+    holder.wait()
+    with contextlib.ExitStack() as taken:  # another grading run may hold lower users meanwhile: take until ours
+        assert uid in (taken.enter_context(sandbox.user_of_its_own()) for _ in range(sandbox.USERS))
+        assert orphan.wait(timeout=10) == -9
 
 
 def test_without_bubblewrap_or_root_grading_refuses_rather_than_run_unconfined(monkeypatch):

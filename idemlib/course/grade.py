@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import csv
 import json
-import queue
 import re
 import secrets
 import sys
@@ -156,14 +155,14 @@ def rebound_checks(submission: NotebookNode) -> set[str]:
     return {name for name in bound if name.startswith("check_")}
 
 
-def _referee(steps: list[dict[str, str]], slot: int, hidden: list[Path], cell_seconds: float,
+def _referee(steps: list[dict[str, str]], hidden: list[Path], cell_seconds: float,
              notebook_seconds: float) -> tuple[sandbox.Outcome, bytes, str]:
     """Run the referee on ``steps`` in a sandbox; (how it ended, the key its report is signed with, the mode)."""
     key = secrets.token_bytes(32)
     mode = sandbox.available_mode()
     command = [sys.executable, "-m", "idemlib.course.referee", "{report}", str(cell_seconds), str(notebook_seconds),
                "--stop-others"]
-    outcome = sandbox.run(command, key.hex().encode() + b"\n" + json.dumps(steps).encode(), slot=slot,
+    outcome = sandbox.run(command, key.hex().encode() + b"\n" + json.dumps(steps).encode(),
                           limits=sandbox.Limits(seconds=notebook_seconds), hidden=hidden, mode=mode)
     return outcome, key, mode
 
@@ -175,10 +174,9 @@ def student_of(path: Path, folder: Path) -> str:
 
 
 def grade_file(path: Path, folder: Path, lessons: dict[str, NotebookNode], *, expected_lesson: str | None = None,
-               cell_seconds: int = CELL_SECONDS, notebook_seconds: int = NOTEBOOK_SECONDS, slot: int = 0,
+               cell_seconds: int = CELL_SECONDS, notebook_seconds: int = NOTEBOOK_SECONDS,
                hidden: Iterable[Path] = ()) -> list[Grade]:
-    """Every row for one submitted file. ``slot`` names the sandbox's user when several run at once;
-    ``hidden`` are folders to keep out of the sandbox should they lie inside one it shows."""
+    """Every row for one submitted file. ``hidden`` are folders to keep out of the sandbox should they lie inside one it shows."""
     student, name = student_of(path, folder), str(path.relative_to(folder))
     try:
         submission = nbformat.read(path, as_version=4)
@@ -193,7 +191,7 @@ def grade_file(path: Path, folder: Path, lessons: dict[str, NotebookNode], *, ex
     lesson = lessons[stem]
     audited = audit_checks(submission, exercises_of(lesson))
     changes, looks = tampering(submission, lesson)
-    outcome, key, mode = _referee(steps_for(lesson, submission), slot, [folder, *hidden], cell_seconds,
+    outcome, key, mode = _referee(steps_for(lesson, submission), [folder, *hidden], cell_seconds,
                                   notebook_seconds)
     report = read_report(outcome.report, key)
     rows = []
@@ -247,17 +245,10 @@ def grade_folder(folder: Path, out: Path, *, lessons_folder: Path = LESSONS, exp
     lessons = {path.stem: nbformat.read(path, as_version=4) for path in lesson_paths(lessons_folder)}
     files = submissions(folder)
     graded: dict[Path, list[Grade]] = {}
-    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for slot in range(workers):
-        slots.put(slot)
 
     def one(path: Path) -> list[Grade]:
-        slot = slots.get()  # each sandbox running at once has a user of its own
-        try:
-            return grade_file(path, folder, lessons, expected_lesson=expected_lesson, cell_seconds=cell_seconds,
-                              notebook_seconds=notebook_seconds, slot=slot, hidden=[out])
-        finally:
-            slots.put(slot)
+        return grade_file(path, folder, lessons, expected_lesson=expected_lesson, cell_seconds=cell_seconds,
+                          notebook_seconds=notebook_seconds, hidden=[out])
 
     # Each hand-in runs in its own sandboxed process; threads only wait for them.
     with ThreadPoolExecutor(max_workers=workers) as pool, \

@@ -8,8 +8,9 @@ Two ways, the first that works here is used, and the grades name it:
   only writable place. Submissions, grades and home folders are not there at all.
   There is no network but a loopback of its own, and every process dies with the
   sandbox. Run as root, the code inside runs as an unprivileged user of its own
-  (one per worker, so a fork bomb in one sandbox cannot starve another); run as a
-  teacher's own user, bubblewrap makes a user namespace instead.
+  (one per sandbox running on the machine, whichever command started it, so a fork
+  bomb in one sandbox cannot starve another); run as a teacher's own user,
+  bubblewrap makes a user namespace instead.
 - ``dedicated user`` (where bubblewrap cannot make namespaces, as root only): the code
   runs as an unprivileged user of its own in an empty folder, so it can read only
   what every user of the machine may read and write only that folder and ``/tmp``;
@@ -21,12 +22,17 @@ and the time; what the code prints is drained and dropped past a limit.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -34,7 +40,12 @@ from pathlib import Path
 import idemlib
 
 BUBBLEWRAP, DEDICATED_USER = "bubblewrap", "dedicated user"
-FIRST_UID = 61000  # the unprivileged users sandboxes run as: 61000 + worker number (no account needed)
+FIRST_UID = 61000  # the unprivileged users sandboxes run as, from 61000 on (no account needed)
+USERS = 64  # how many sandboxes may run at once on this machine, every grading command together
+# Which of those users is taken: one lock file each, held for the run. A user is machine-wide, so two
+# grading commands (or two test workers) must never hand the same one out: its process limit and the
+# kill at the end of a run would reach the other command's hand-in.
+TAKEN = Path(tempfile.gettempdir()) / "idemlib-sandbox-users"
 SYSTEM = ("/usr", "/etc")  # read-only; /bin, /lib, /lib64 and /sbin are links into /usr on Debian
 
 
@@ -57,11 +68,13 @@ class Limits:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a sandboxed run ended: its exit status (None if stopped at its time limit), its report, its last words."""
+    """How a sandboxed run ended: its exit status (None if stopped at its time limit), its report, its last words,
+    and the user it ran as (None where bubblewrap made a user namespace)."""
 
     returncode: int | None
     report: bytes
     stderr_tail: str
+    uid: int | None = None
 
 
 def _probe(command: list[str]) -> bool:
@@ -157,7 +170,7 @@ def _owner(path: Path) -> int | None:
         return None
 
 
-def command_for(argv: list[str], *, mode: str, slot: int, limits: Limits, hidden: list[Path],
+def command_for(argv: list[str], *, mode: str, uid: int | None, limits: Limits, hidden: list[Path],
                 scratch: Path) -> list[str]:
     """The whole command line for ``argv`` under ``mode``: limits, confinement, user, and a clean
     environment whose home and temporary folder are the only writable place (the tmpfs inside
@@ -168,23 +181,25 @@ def command_for(argv: list[str], *, mode: str, slot: int, limits: Limits, hidden
                    f"PYTHONPATH={Path(idemlib.__file__).resolve().parent.parent}"]
     root = os.geteuid() == 0
     if mode == BUBBLEWRAP:
-        inner = (_as_user(FIRST_UID + slot) if root else []) + environment + argv
+        inner = (_as_user(uid) if root else []) + environment + argv
         processes = limits.processes if root else _own_processes() + limits.processes
         return _prlimit(limits, processes) + bubblewrap_command(inner, limits, hidden)
-    return _prlimit(limits, limits.processes) + _as_user(FIRST_UID + slot) + environment + argv
+    return _prlimit(limits, limits.processes) + _as_user(uid) + environment + argv
 
 
-def run(argv: list[str], stdin: bytes, *, slot: int = 0, limits: Limits = Limits(), hidden: list[Path] = (),
+def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: list[Path] = (),
         mode: str | None = None) -> Outcome:
     """Run ``argv`` confined, feed it ``stdin``, and collect what it writes on its report pipe
     (whose number is put in place of ``{report}`` in ``argv``) until it ends or its time is up."""
     mode = mode or available_mode()
-    with tempfile.TemporaryDirectory(prefix="idemlib-sandbox-") as folder:
+    own_user = os.geteuid() == 0  # as root, the code drops to a user of its own; otherwise bubblewrap maps one
+    with tempfile.TemporaryDirectory(prefix="idemlib-sandbox-") as folder, \
+            (user_of_its_own() if own_user else nullcontext(None)) as uid:
         scratch = Path(folder)
         if mode == DEDICATED_USER:
-            os.chown(scratch, FIRST_UID + slot, FIRST_UID + slot)
+            os.chown(scratch, uid, uid)
         read_end, write_end = os.pipe()
-        command = command_for([part.replace("{report}", str(write_end)) for part in argv], mode=mode, slot=slot,
+        command = command_for([part.replace("{report}", str(write_end)) for part in argv], mode=mode, uid=uid,
                               limits=limits, hidden=list(hidden), scratch=scratch)
         child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  pass_fds=(write_end,), cwd=scratch, start_new_session=True)
@@ -204,11 +219,44 @@ def run(argv: list[str], stdin: bytes, *, slot: int = 0, limits: Limits = Limits
             returncode: int | None = child.wait(timeout=limits.seconds)
         except subprocess.TimeoutExpired:
             returncode = None
-        _stop(child, mode, slot)
+        _stop(child, uid)
         for reader in readers:
             reader.join(timeout=10)
         os.close(read_end)
-        return Outcome(returncode, bytes(report), errors.decode(errors="replace"))
+        return Outcome(returncode, bytes(report), errors.decode(errors="replace"), uid)
+
+
+@contextmanager
+def user_of_its_own() -> Iterator[int]:
+    """A sandbox user no other sandbox on this machine holds, held until the block ends (root only).
+
+    Waits while all :data:`USERS` are taken. Whatever an earlier holder left running as that
+    user (a grading command killed outright) is ended first, so the new run has the whole
+    process budget.
+    """
+    TAKEN.mkdir(mode=0o700, exist_ok=True)
+    seen = TAKEN.lstat()  # a folder someone else made in /tmp, or a link, is not ours to trust
+    if not stat.S_ISDIR(seen.st_mode) or seen.st_uid != os.geteuid():
+        raise RuntimeError(f"{TAKEN} is not a folder of this user's; remove it and grade again")
+    while True:
+        for uid in range(FIRST_UID, FIRST_UID + USERS):
+            handle = os.open(TAKEN / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(handle)
+                continue
+            try:
+                _kill_all_of(uid)
+                yield uid
+            finally:
+                os.close(handle)  # closing releases the lock, also when the process dies
+            return
+        time.sleep(0.2)
+
+
+def _kill_all_of(uid: int) -> None:
+    subprocess.run(_as_user(uid) + ["kill", "-9", "-1"], capture_output=True)
 
 
 def _drain(fd: int, into: bytearray, keep: int, tail: bool = False) -> None:
@@ -219,13 +267,13 @@ def _drain(fd: int, into: bytearray, keep: int, tail: bool = False) -> None:
             del into[slice(None, len(into) - keep) if tail else slice(keep, None)]
 
 
-def _stop(child: subprocess.Popen[bytes], mode: str, slot: int) -> None:
-    """End everything the run started: bubblewrap's namespace dies with it; a dedicated user's processes
-    are all killed, wherever they moved (a new session, a double fork)."""
+def _stop(child: subprocess.Popen[bytes], uid: int | None) -> None:
+    """End everything the run started: bubblewrap's namespace dies with it; the processes of a user of
+    its own are all killed too, wherever they moved (a new session, a double fork)."""
     try:
         os.killpg(child.pid, 9)
     except ProcessLookupError:
         pass
     child.wait()
-    if mode == DEDICATED_USER:
-        subprocess.run(_as_user(FIRST_UID + slot) + ["kill", "-9", "-1"], capture_output=True)
+    if uid is not None:
+        _kill_all_of(uid)
