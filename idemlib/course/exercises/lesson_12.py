@@ -18,14 +18,16 @@ account and looked up when a delivery finds it unconfirmed."""
 LONGEST_OUTAGE_HOURS = 30.0
 """Exercise 2's team: the longest outage it has seen, so the latest a redelivery or a payout retry can come."""
 
-_WORDS = {"yes": True, "y": True, "true": True, "no": False, "n": False, "false": False}
+_WORDS = {"yes": True, "y": True, "true": True, "1": True, "no": False, "n": False, "false": False, "0": False}
 
 
 def _yes_no(value: Any) -> bool | None:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):  # 1 and 0, as a spreadsheet writes yes and no
+        return bool(value)
     if isinstance(value, str):
-        return _WORDS.get(value.strip().lower())
+        return _WORDS.get(value.strip().rstrip(".!").strip().lower())
     return None
 
 
@@ -45,7 +47,7 @@ def check_five_answers(answers: Any) -> Feedback:
         return hint("Give a list of five answers, one per question, in the article's order.")
     given = [_yes_no(answer) for answer in answers]
     if None in given:
-        return hint("Answer each question with yes or no (True or False also do).")
+        return hint("Answer each question with yes or no (True or False, 1 or 0 also do).")
     measured = [verdict.startswith("yes") for verdict in five_questions(REVIEW_EXERCISE)]
     wrong = [number for number, (mine, truth) in enumerate(zip(given, measured), start=1) if mine != truth]
     if wrong:
