@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from idemlib.case_study.design_review import QUESTIONS, Design, five_questions, review
+from idemlib.case_study.design_review import KEY_HOURS, QUESTIONS, Design, five_questions, review
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 
 __all__ = ["LONGEST_OUTAGE_HOURS", "REVIEW_EXERCISE", "check_five_answers", "check_safe_design"]
@@ -100,5 +100,5 @@ def check_safe_design(design: Any) -> Feedback:
     memory = f"its own IDs kept {kept}" if design.guard == "inbox" else "no table of IDs to prune"
     return right(f"{design.guard} with a {design.payout_key} key, {memory}, its payout intent recorded and "
                  f"looked up when unconfirmed, answers all five questions yes with a redelivery and a retry "
-                 f"{LONGEST_OUTAGE_HOURS:g} h late. The payment system still forgets keys after 24 h; your recorded "
-                 "intent and its lookup, not its memory, stop the second payout.")
+                 f"{LONGEST_OUTAGE_HOURS:g} h late. The payment system may still forget a key once it is "
+                 f"{KEY_HOURS:g} h old; your recorded intent and its lookup, not its memory, stop the second payout.")
