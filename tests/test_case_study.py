@@ -195,6 +195,15 @@ def test_on_postgres_the_check_inside_the_transaction_opens_two_accounts_unless_
     assert with_key["what happened"].iloc[-1] == "found the account; acknowledged"
 
 
+def test_on_postgres_repeatable_read_still_opens_two_accounts_and_serializable_fails_the_second(postgres_schema):
+    table = account_service.stricter_levels(postgres_schema.connect, APPLICATION_42)
+    assert list(table.index) == ["repeatable read", "serializable"]  # the levels the server reports it ran at
+    assert table.loc["repeatable read", "accounts"] == 2
+    assert table.loc["repeatable read", "A, after B committed"] == "acknowledged"
+    assert table.loc["serializable", "accounts"] == 1
+    assert "SerializationFailure" in table.loc["serializable", "A, after B committed"]
+
+
 def test_lessons_11_deliver_twice_test_catches_the_missing_key_only_in_its_races(postgres_schema):
     report = account_service.deliver_twice(postgres_schema.connect, unique_application=False)
     failing = report[~report["same state as one delivery"]]["scenario"]
