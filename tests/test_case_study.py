@@ -10,7 +10,7 @@ from idemlib.case_study.design_review import (MISTAKES, SAFE, Design, at_once, c
 from idemlib.case_study.retry_day import applications, retry_policies
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import BadMessage, Message
-from idemlib.case_study.mortgage import APPLICATION_42, AccountService, parse_open_account
+from idemlib.case_study.mortgage import APPLICATION_42, AccountService, open_account_message, parse_open_account
 from idemlib.case_study.outbox import ApprovalService, RelayCrashed
 from idemlib.case_study.slow_payout import LoanRecordsBank, PayoutInProgress, slow_payout
 from idemlib.explore import fault_points
@@ -195,6 +195,15 @@ def test_on_postgres_the_check_inside_the_transaction_opens_two_accounts_unless_
     assert with_key["what happened"].iloc[-1] == "found the account; acknowledged"
 
 
+def test_on_postgres_repeatable_read_still_opens_two_accounts_and_serializable_fails_the_second(postgres_schema):
+    table = account_service.stricter_levels(postgres_schema.connect, APPLICATION_42)
+    assert list(table.index) == ["repeatable read", "serializable"]  # the levels the server reports it ran at
+    assert table.loc["repeatable read", "accounts"] == 2
+    assert table.loc["repeatable read", "A, after B committed"] == "acknowledged"
+    assert table.loc["serializable", "accounts"] == 1
+    assert "SerializationFailure" in table.loc["serializable", "A, after B committed"]
+
+
 def test_lessons_11_deliver_twice_test_catches_the_missing_key_only_in_its_races(postgres_schema):
     report = account_service.deliver_twice(postgres_schema.connect, unique_application=False)
     failing = report[~report["same state as one delivery"]]["scenario"]
@@ -219,6 +228,7 @@ def test_a_payout_slower_than_the_lease_is_called_once_only_with_lesson_09s_reco
     # Without the record, the twin finds no committed ID and sends a second payout request:
     # answered from the derived key, or a second payout without one.
     assert inbox["payout calls"] == 2 and "called the payment system too" in inbox["the deliveries after the first"]
+    assert "unique key" in inbox["the deliveries after the first"]  # DuckDB refuses the twin's ID at its commit
     assert (inbox["payouts"], no_key["payouts"], no_key["accounts"]) == (1, 2, 1)
     # A deadline shorter than the payout: every redelivery takes over and calls again, until dead-lettered.
     assert short["payout calls"] == short["deliveries"] == 5 and short["dead-lettered"] == 1
@@ -247,3 +257,12 @@ def test_the_payout_intent_is_committed_with_the_account_before_the_call_and_con
     # Its redelivery, on the same database and payment system, looks the payout up and confirms it.
     simulate(reconciling.service(payments), (APPLICATION_42,), database=bank, provider=payments)
     assert bank.intents()["status"].tolist() == ["paid"] and payments.payouts == 1 and len(bank.accounts()) == 1
+
+
+def test_the_version_guard_acknowledges_an_early_command_as_done():
+    """Half of ordering only: a command approved at a later version, delivered first, is refused and acked, not retried."""
+    early = open_account_message("m-42-v2", 42, 250_000, version=2)
+    outcome = run(SAFE[2], messages=(early,))
+    assert (outcome.accounts, outcome.payouts, outcome.dead_letters) == (0, 0, 0)
+    # The same message at the version the application is at opens the account: the refusal was the version's.
+    assert run(SAFE[2], messages=(open_account_message("m-42-v1", 42, 250_000, version=1),)).once

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
+import psycopg
 
 from idemlib.case_study.mortgage import APPLICATION_42, open_account_message
 from idemlib.operating.steps import Connection, Watch, deliver, two_at_once
@@ -83,6 +84,29 @@ def race(connect: Callable[[], Connection], message: Any, *, unique_application:
                          columns=["delivery", "statements", "what happened"])
     table.attrs.update(isolation=isolation, accounts=opened)
     return table
+
+
+def at_isolation(connect: Callable[[], Connection], level: str) -> Callable[[], Connection]:
+    """``connect``, with every transaction of the connections it opens run at ``level`` ("repeatable read",
+    "serializable"): psycopg sends the level with each BEGIN, so the handler's statements stay the same."""
+    isolation = psycopg.IsolationLevel[level.upper().replace(" ", "_")]
+
+    def connect_at_level() -> Connection:
+        connection = connect()
+        connection.isolation_level = isolation
+        return connection
+    return connect_at_level
+
+
+def stricter_levels(connect: Callable[[], Connection], message: Any) -> pd.DataFrame:
+    """:func:`race` without the unique key at PostgreSQL's two stricter isolation levels: one row each, with the
+    level the server reports, what became of A after B had committed, and the accounts opened."""
+    rows = []
+    for level in ("repeatable read", "serializable"):
+        played = race(at_isolation(connect, level), message, unique_application=False)
+        rows.append((played.attrs["isolation"], played.iloc[2]["what happened"], played.attrs["accounts"]))
+    return pd.DataFrame(rows, columns=["isolation (no unique key)", "A, after B committed", "accounts"]
+                        ).set_index("isolation (no unique key)")
 
 
 def deliver_twice(connect: Callable[[], Connection], *, unique_application: bool) -> pd.DataFrame:

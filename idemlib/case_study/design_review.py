@@ -3,7 +3,7 @@
 A :class:`Design` is one setting of the account service (its guard, its payout key,
 how long it keeps its own processed IDs, whether it records its payout intent and
 looks an unconfirmed payout up before sending it again). The payment system is not
-the team's to tune: it keeps keys as Stripe's v1 API may, 24 hours. Every function
+the team's to tune: it forgets a key once it is 24 hours old, as Stripe's v1 API may. Every function
 here runs designs on the course's simulator and reports what they did to loan
 accounts and payouts, so each cell of the lesson's tables comes from a run, never
 from a hand-written verdict.
@@ -278,7 +278,7 @@ def answer_runs(design: Design, outage_hours: float) -> tuple[tuple[bool, str, s
          f"{_plural(late_redelivery.accounts, 'account')} after the late redelivery" if not late_redelivery.once
          else f"{_plural(late_payout.payouts, 'payout')} after the late retry",
          f"IDs {kept}; redelivered {outage_hours:g} h later: {late_redelivery}; payout retried {outage_hours:g} h "
-         f"later (keys kept {KEY_HOURS:g} h by the payment system{reconciled}): "
+         f"later (the payment system forgets a key {KEY_HOURS:g} h old{reconciled}): "
          f"{_plural(late_payout.payouts, 'payout')}"),
         (crash_after_call.payouts == 1 and not no_key,
          "no key sent" if no_key else _plural(crash_after_call.payouts, "payout"),

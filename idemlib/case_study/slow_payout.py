@@ -63,7 +63,10 @@ def _later_deliveries(result: RunResult) -> str:
     if TAKEN_OVER in events:
         return "found the claim past its deadline, took it over and called again"
     if "conflict" in events:
-        return "found no ID yet, called the payment system too, then failed at its commit (a write conflict)"
+        # DuckDB checks the twin's inbox row against the committed one at commit: a unique violation, not a lock wait.
+        failures = " ".join(later.loc[later["event"] == "conflict", "detail"].astype(str))
+        why = "on the ID's unique key" if "UNIQUE" in failures.upper() else "(a write conflict)"
+        return f"found no ID yet, called the payment system too, then failed at its commit {why}"
     return ", ".join(sorted(events))
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from idemlib.case_study.design_review import QUESTIONS, Design, five_questions, review
+from idemlib.case_study.design_review import KEY_HOURS, QUESTIONS, Design, five_questions, review
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 
 __all__ = ["LONGEST_OUTAGE_HOURS", "REVIEW_EXERCISE", "check_five_answers", "check_safe_design"]
@@ -18,14 +18,16 @@ account and looked up when a delivery finds it unconfirmed."""
 LONGEST_OUTAGE_HOURS = 30.0
 """Exercise 2's team: the longest outage it has seen, so the latest a redelivery or a payout retry can come."""
 
-_WORDS = {"yes": True, "y": True, "true": True, "no": False, "n": False, "false": False}
+_WORDS = {"yes": True, "y": True, "true": True, "1": True, "no": False, "n": False, "false": False, "0": False}
 
 
 def _yes_no(value: Any) -> bool | None:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):  # 1 and 0, as a spreadsheet writes yes and no
+        return bool(value)
     if isinstance(value, str):
-        return _WORDS.get(value.strip().lower())
+        return _WORDS.get(value.strip().rstrip(".!").strip().lower())
     return None
 
 
@@ -45,7 +47,7 @@ def check_five_answers(answers: Any) -> Feedback:
         return hint("Give a list of five answers, one per question, in the article's order.")
     given = [_yes_no(answer) for answer in answers]
     if None in given:
-        return hint("Answer each question with yes or no (True or False also do).")
+        return hint("Answer each question with yes or no (True or False, 1 or 0 also do).")
     measured = [verdict.startswith("yes") for verdict in five_questions(REVIEW_EXERCISE)]
     wrong = [number for number, (mine, truth) in enumerate(zip(given, measured), start=1) if mine != truth]
     if wrong:
@@ -98,5 +100,5 @@ def check_safe_design(design: Any) -> Feedback:
     memory = f"its own IDs kept {kept}" if design.guard == "inbox" else "no table of IDs to prune"
     return right(f"{design.guard} with a {design.payout_key} key, {memory}, its payout intent recorded and "
                  f"looked up when unconfirmed, answers all five questions yes with a redelivery and a retry "
-                 f"{LONGEST_OUTAGE_HOURS:g} h late. The payment system still forgets keys after 24 h; your recorded "
-                 "intent and its lookup, not its memory, stop the second payout.")
+                 f"{LONGEST_OUTAGE_HOURS:g} h late. The payment system may still forget a key once it is "
+                 f"{KEY_HOURS:g} h old; your recorded intent and its lookup, not its memory, stop the second payout.")
