@@ -10,7 +10,10 @@ RIGHT = {"A commits": ("serialization failure", "give it back"), "A rolls back":
 BANKS = {
     "check_race_loser": Bank(
         right=[("B at commit",), ("consumer B at COMMIT",), ("b, at commit",), ("B fails at its commit",),
-               ("B's commit",)],
+               ("B's commit",),
+               # the error named beside the step, as the race's table prints it
+               ("B at commit (TransactionException)",), ("B: its COMMIT fails on the duplicate key",),
+               ("consumer B, at commit time",), ("B, second to commit",)],
         wrong=[
             Wrong(("A at commit",), "section 3"),  # the unswapped race, read off the table
             Wrong(("nobody",), "one of them must fail"),
@@ -23,6 +26,10 @@ BANKS = {
             Wrong(("neither",), "one of them must fail"),
             Wrong(("A at commit and B at commit",), "in the form"),
             Wrong((1,), "string"),
+            # the error words alone do not move the failure to another step or consumer
+            Wrong(("A at commit (TransactionException)",), "section 3"),
+            Wrong(("B at record id: duplicate key",), "optimistic"),
+            Wrong(("B, second",), "which step"),
         ],
     ),
     "check_repeatable_read": Bank(

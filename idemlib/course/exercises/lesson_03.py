@@ -23,7 +23,9 @@ _STEP_WORDS = {"begin": "begin", "begins": "begin", "insert": "record id", "inse
 """The inbox's steps (begin, record id, charge, commit, ack), as a learner may word them."""
 
 _FILLER = {"consumer", "fails", "failed", "fail", "loses", "lost", "at", "its", "the", "on", "in", "step",
-           "id", "is", "refused", "when", "it", "tries", "to", "with", "error", "an"}
+           "id", "is", "refused", "when", "it", "tries", "to", "with", "error", "an", "time", "second",
+           # the error a learner may name beside the step: DuckDB's words for the failed commit
+           "transactionexception", "conflict", "duplicate", "key", "constraint", "violation", "unique", "primary"}
 
 
 def _read_loser(answer: str) -> str:
@@ -179,8 +181,8 @@ def check_repeatable_read(answer: Any) -> Feedback:
     committed, rolled_back = given["A commits"], given["A rolls back"]
     if committed[0] != truth["A commits"][0]:
         if committed[0] == "zero rows":
-            return hint("Zero rows is READ COMMITTED's answer, where B's insert sees what A committed while B waited. "
-                        "At REPEATABLE READ, which rows can B's transaction see?")
+            return hint("Zero rows is READ COMMITTED's answer, the one level at which PostgreSQL lets B's insert skip for "
+                        "a row its snapshot does not hold. At REPEATABLE READ, which rows can B's transaction see?")
         if committed[0] == "duplicate-key error":
             return hint("B's insert says ON CONFLICT DO NOTHING, so a duplicate key alone raises nothing. What does "
                         "PostgreSQL do when the conflicting row is one B's snapshot cannot see?")
