@@ -39,6 +39,9 @@ BANKS = {
               "A commits": ["SerializationFailure (40001)", "roll back and retry later"]},),
             ({"A commits": ("could not serialize access", "nack: give the message back"),
               "A rolls back": (1, "charge")},),
+            # a rollback without an ack is giving the message back, however it is spelled
+            ({**RIGHT, "A commits": ("serialization failure", "ROLLBACK, no ack")},),
+            ({**RIGHT, "A commits": ("40001", "abort the transaction")},),
         ],
         wrong=[
             # READ COMMITTED's answer, carried over to a level where the snapshot does not move
@@ -56,6 +59,7 @@ BANKS = {
             Wrong(({**RIGHT, "A rolls back": ("serialization failure", "give it back")},), "anything for B's insert"),
             Wrong(({**RIGHT, "A rolls back": ("zero rows", "skip and ack")},), "anything for B's insert"),
             Wrong(({**RIGHT, "A rolls back": ("one row", "skip and ack")},), "which step"),
+            Wrong(({**RIGHT, "A rolls back": ("one row", "rollback")},), "which step"),
             Wrong(({"A commits": RIGHT["A commits"]},), "dict"),
             Wrong(({**RIGHT, "A commits": "serialization failure"},), "dict"),
             Wrong(({**RIGHT, "A commits": ("it depends", "give it back")},), "cannot read"),

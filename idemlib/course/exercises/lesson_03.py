@@ -103,7 +103,7 @@ _SIGNAL_WORDS = (
 )
 _ACTION_WORDS = (
     ("refund", ("charge back", "chargeback", "refund")),  # money back to the customer, not the message to the broker
-    ("give it back", ("give", "back", "retry", "nack", "requeue", "release", "redeliver")),
+    ("give it back", ("give", "back", "retry", "nack", "requeue", "release", "redeliver", "rollback", "abort")),
     ("skip and ack", ("skip", "ack", "ignore")),
     ("charge", ("charge", "pay", "do the work")),
 )
