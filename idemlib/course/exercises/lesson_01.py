@@ -71,7 +71,8 @@ def check_triple_charge(plan: Any) -> Feedback:
                         f"drawn afresh, the same plan charged {' or '.join(f'${other}' for other in otherwise)}. "
                         "A fault at a rate may or may not happen. Name the faults the plan needs, so that it "
                         "charges three times whatever is drawn.")
-        return right(f"the naive consumer charged ${charged}: every delivery whose ack went missing was charged again.")
+        return right(f"the naive consumer charged ${charged}: every delivery that committed but whose ack never reached "
+                     "the broker was delivered again and charged again.")
     if (unheard := _faults_that_cannot_happen(plan)) is not None:
         return unheard
     if dead_letters:
