@@ -42,6 +42,8 @@ BANKS = {
             # a rollback without an ack is giving the message back, however it is spelled
             ({**RIGHT, "A commits": ("serialization failure", "ROLLBACK, no ack")},),
             ({**RIGHT, "A commits": ("40001", "abort the transaction")},),
+            # the cases named in another case or spacing
+            ({"a commits": RIGHT["A commits"], "A  rolls back ": RIGHT["A rolls back"]},),
         ],
         wrong=[
             # READ COMMITTED's answer, carried over to a level where the snapshot does not move
@@ -61,6 +63,9 @@ BANKS = {
             Wrong(({**RIGHT, "A rolls back": ("one row", "skip and ack")},), "which step"),
             Wrong(({**RIGHT, "A rolls back": ("one row", "rollback")},), "which step"),
             Wrong(({"A commits": RIGHT["A commits"]},), "dict"),
+            # two spellings of one case leave the other unanswered
+            Wrong(({"A commits": RIGHT["A commits"], "a commits": RIGHT["A rolls back"]},), "dict"),
+            Wrong(({"A commits": RIGHT["A commits"], "B rolls back": RIGHT["A rolls back"]},), "dict"),
             Wrong(({**RIGHT, "A commits": "serialization failure"},), "dict"),
             Wrong(({**RIGHT, "A commits": ("it depends", "give it back")},), "cannot read"),
         ],

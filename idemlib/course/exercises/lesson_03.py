@@ -156,10 +156,16 @@ def check_repeatable_read(answer: Any) -> Feedback:
         return missing
     shape = hint(f'Answer with a dict {{"A commits": (signal, action), "A rolls back": (signal, action)}}, '
                  f"the signal one of {list(SIGNALS)} and the action one of {list(ACTIONS)}.")
-    if not isinstance(answer, dict) or set(answer) != set(CASES):
+    if not isinstance(answer, dict):
+        return shape
+    # "a commits" and " A  commits" name the same case as "A commits"
+    cases = {" ".join(case.lower().split()): case for case in CASES}
+    named = {cases.get(" ".join(key.lower().split())) if isinstance(key, str) else None: pair
+             for key, pair in answer.items()}
+    if len(answer) != len(CASES) or set(named) != set(CASES):
         return shape
     given: dict[str, tuple[str | None, str | None]] = {}
-    for case, pair in answer.items():
+    for case, pair in named.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             return shape
         given[case] = (_one_of(pair[0], _SIGNAL_WORDS), _one_of(pair[1], _ACTION_WORDS))
