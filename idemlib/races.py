@@ -8,12 +8,15 @@ busy timeout happen for real and are measured in real seconds.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import duckdb
 
 from idemlib.broker import Broker, Delivery
 from idemlib.clock import VirtualClock
@@ -22,10 +25,10 @@ from idemlib.handlers import Context, Handler, InboxHandler, Steps
 from idemlib.messages import Message, expected_total, valid_charges
 from idemlib.stores import (DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, SQLitePayments,
                             WriteConflict, postgres_unavailable, require_servers)
+from idemlib.trace import Trace
 
 PATIENCE_SECONDS = 30.0
 """How long A waits for B to finish or to be seen waiting, before the race is declared broken."""
-from idemlib.trace import Trace
 
 
 @dataclass
@@ -37,7 +40,6 @@ class _Timed:
     error: str | None = None
     ended_at: float | None = None  # when the commit step returned (perf_counter)
     running: str | None = None  # the step under way, for the watcher that sees this consumer wait
-
 
     def drive(self, job: Steps, session: PaymentsSession, until: str | None = None) -> str | None:
         """Run ``job`` step by step, timing each, up to (not into) step ``until``; returns the step it stopped before."""
@@ -339,13 +341,15 @@ def race_engines() -> tuple[dict[str, Callable[[], SqlPayments]], str]:
     raises instead of being skipped.
     """
     engines: dict[str, Callable[[], SqlPayments]] = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}
+    # The engines' behaviour is the behaviour of these versions, so the note names them.
+    versions = f"DuckDB {duckdb.__version__} and SQLite {sqlite3.sqlite_version} run in this process."
     reason = postgres_unavailable()
     if reason is None:
         engines["PostgreSQL"] = PostgresPayments
-        return engines, "PostgreSQL server found: all three engines are real."
+        return engines, f"{versions} PostgreSQL server found: all three engines are real."
     if require_servers("postgres"):
         raise RuntimeError(reason)
-    return engines, f"Skipping PostgreSQL. {reason}"
+    return engines, f"{versions} Skipping PostgreSQL. {reason}"
 
 
 ISOLATION_LEVELS = ("READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
@@ -14,12 +15,13 @@ from idemlib.messages import payment_stream
 from idemlib.sim import simulate
 
 
-def _overcharge() -> tuple[int, int, int]:
+def _overcharge() -> tuple[int, int, int, int]:
     run = simulate(NaiveHandler(), payment_stream(200), faults=FaultPlan(ack_loss_rate=0.25, seed=7))
-    return run.total_charged - run.expected_total, run.total_charged, run.expected_total
+    extra = len(run.payments) - run.payments["message_id"].nunique()
+    return run.total_charged - run.expected_total, run.total_charged, run.expected_total, extra
 
 
-OVER, TOTAL, OWED = _overcharge()
+OVER, TOTAL, OWED, EXTRA_CHARGES = _overcharge()
 
 BANKS = {
     "check_triple_charge": Bank(
@@ -36,6 +38,11 @@ BANKS = {
             (FaultPlan(lost_acks=[LostAck(1), LostAck(2)], crashes=[Crash("charge", delivery=3)]),),
             # named faults in a tuple, with random settings that draw nothing for this consumer
             (FaultPlan(lost_acks=(LostAck(1), LostAck(2)), seed=12345, per_copy=True, response_loss_rate=0.5),),
+            # the crash first and the lost ack second, and delivery numbers written as floats
+            (FaultPlan(crashes=[Crash("ack", delivery=1)], lost_acks=[LostAck(2)]),),
+            (FaultPlan(lost_acks=[LostAck(1.0), LostAck(2.0)]),),
+            # an extra fault that cannot happen does no harm when the plan triples anyway
+            (FaultPlan(lost_acks=[LostAck(1), LostAck(2), LostAck(3, message_id="m-8a1")]),),
         ],
         wrong=[
             Wrong((FaultPlan(lost_acks=[LostAck(1)]),), "Each extra charge"),
@@ -47,7 +54,13 @@ BANKS = {
             Wrong((FaultPlan(crashes=[Crash("charge", delivery=1), Crash("ack", delivery=2)]),), "charged $80"),
             Wrong((FaultPlan,), "FaultPlan(...)"),
             Wrong((FaultPlan(lost_acks=[LostAck(n) for n in range(1, 6)]),), "dead-letter"),
-            Wrong((FaultPlan(lost_acks=[LostAck(1, message_id="m-8a1"), LostAck(2, message_id="m-8a1")]),), "charged $40"),
+            # faults for a message this run does not have never happen: the hint says so, not just "$40"
+            Wrong((FaultPlan(lost_acks=[LostAck(1, message_id="m-8a1"), LostAck(2, message_id="m-8a1")]),),
+                  "the only message in this run"),
+            # a crash before a step the naive consumer does not have never happens either
+            Wrong((FaultPlan(crashes=[Crash("acknowledge", delivery=1), Crash("acknowledge", delivery=2)]),), "names no step"),
+            Wrong((FaultPlan(crashes=[Crash("Ack", delivery=1), Crash("Ack", delivery=2)]),), "names no step"),
+            Wrong((FaultPlan(lost_acks=[LostAck(1)], crashes=[Crash("after commit", delivery=2)]),), "names no step"),
             Wrong(([LostAck(1), LostAck(2)],), "FaultPlan"),
             # the same mistakes in other spellings are still mistakes
             Wrong((FaultPlan(lost_acks=[LostAck(np.int64(2)), LostAck("3")]),), "charged $40"),
@@ -62,12 +75,16 @@ BANKS = {
     ),
     "check_overcharge": Bank(
         right=[(OVER,), (float(OVER),), (np.int64(OVER),), (str(OVER),), (f"${OVER:,}",),
-               (np.float64(OVER),), (f" {OVER} ",), (f"{OVER} dollars",), (f"USD {OVER}",)],
+               (np.float64(OVER),), (f" {OVER} ",), (f"{OVER} dollars",), (f"USD {OVER}",),
+               (Decimal(OVER),), (f"{OVER}.00",), (f"$ {OVER:,}",)],
         wrong=[
             Wrong((TOTAL,), "everything charged"),
             Wrong((OWED,), "what the customers owe"),
             Wrong((-OVER,), "sign"),
             Wrong((OVER + 40,), "compare total_charged"),
+            # the number of extra charges, a count, read as the answer in dollars
+            Wrong((EXTRA_CHARGES,), "count of rows"),
+            Wrong((str(EXTRA_CHARGES),), "count of rows"),
             Wrong(("a lot",), "number of dollars"),
             Wrong((True,), "number of dollars"),
             Wrong((np.bool_(True),), "number of dollars"),
@@ -98,7 +115,7 @@ def test_no_hint_about_luck_names_the_deliveries_to_fault():
 def test_no_hint_gives_the_overcharge_away():
     from idemlib.course.exercises import check_overcharge
 
-    for wrong in (TOTAL, OWED, -OVER, OVER + 40, 0, OVER + 0.4, OVER - 0.4):
+    for wrong in (TOTAL, OWED, -OVER, OVER + 40, 0, OVER + 0.4, OVER - 0.4, EXTRA_CHARGES):
         message = check_overcharge(wrong).message
         # the learner's own 3,840.40 may be echoed; 3,840 alone, followed by no decimals, would give it away
         for shown in (f"${OVER}", f"${OVER:,}"):

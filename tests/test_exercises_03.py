@@ -10,7 +10,10 @@ RIGHT = {"A commits": ("serialization failure", "give it back"), "A rolls back":
 BANKS = {
     "check_race_loser": Bank(
         right=[("B at commit",), ("consumer B at COMMIT",), ("b, at commit",), ("B fails at its commit",),
-               ("B's commit",)],
+               ("B's commit",),
+               # the error named beside the step, as the race's table prints it
+               ("B at commit (TransactionException)",), ("B: its COMMIT fails on the duplicate key",),
+               ("consumer B, at commit time",), ("B, second to commit",)],
         wrong=[
             Wrong(("A at commit",), "section 3"),  # the unswapped race, read off the table
             Wrong(("nobody",), "one of them must fail"),
@@ -23,6 +26,10 @@ BANKS = {
             Wrong(("neither",), "one of them must fail"),
             Wrong(("A at commit and B at commit",), "in the form"),
             Wrong((1,), "string"),
+            # the error words alone do not move the failure to another step or consumer
+            Wrong(("A at commit (TransactionException)",), "section 3"),
+            Wrong(("B at record id: duplicate key",), "optimistic"),
+            Wrong(("B, second",), "which step"),
         ],
     ),
     "check_repeatable_read": Bank(
@@ -32,6 +39,11 @@ BANKS = {
               "A commits": ["SerializationFailure (40001)", "roll back and retry later"]},),
             ({"A commits": ("could not serialize access", "nack: give the message back"),
               "A rolls back": (1, "charge")},),
+            # a rollback without an ack is giving the message back, however it is spelled
+            ({**RIGHT, "A commits": ("serialization failure", "ROLLBACK, no ack")},),
+            ({**RIGHT, "A commits": ("40001", "abort the transaction")},),
+            # the cases named in another case or spacing
+            ({"a commits": RIGHT["A commits"], "A  rolls back ": RIGHT["A rolls back"]},),
         ],
         wrong=[
             # READ COMMITTED's answer, carried over to a level where the snapshot does not move
@@ -49,7 +61,11 @@ BANKS = {
             Wrong(({**RIGHT, "A rolls back": ("serialization failure", "give it back")},), "anything for B's insert"),
             Wrong(({**RIGHT, "A rolls back": ("zero rows", "skip and ack")},), "anything for B's insert"),
             Wrong(({**RIGHT, "A rolls back": ("one row", "skip and ack")},), "which step"),
+            Wrong(({**RIGHT, "A rolls back": ("one row", "rollback")},), "which step"),
             Wrong(({"A commits": RIGHT["A commits"]},), "dict"),
+            # two spellings of one case leave the other unanswered
+            Wrong(({"A commits": RIGHT["A commits"], "a commits": RIGHT["A rolls back"]},), "dict"),
+            Wrong(({"A commits": RIGHT["A commits"], "B rolls back": RIGHT["A rolls back"]},), "dict"),
             Wrong(({**RIGHT, "A commits": "serialization failure"},), "dict"),
             Wrong(({**RIGHT, "A commits": ("it depends", "give it back")},), "cannot read"),
         ],

@@ -1,9 +1,11 @@
 """Races settled by real engines, in real threads, with the same handler code."""
 
 import random
+import sqlite3
 import threading
 import time
 
+import duckdb
 import pytest
 from conftest import need_postgres
 
@@ -161,6 +163,8 @@ def test_race_engines_lists_duckdb_and_sqlite_always(monkeypatch):
     engines, note = race_engines()
     assert list(engines) == ["DuckDB", "SQLite"]
     assert "start-postgres" in note
+    # what the lesson's race table shows is what these versions do, so the note names them
+    assert f"DuckDB {duckdb.__version__}" in note and f"SQLite {sqlite3.sqlite_version}" in note
     monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", "1")
     with pytest.raises(RuntimeError, match="IDEMLIB_POSTGRES_URL"):
         race_engines()

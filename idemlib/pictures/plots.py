@@ -264,15 +264,17 @@ def plot_totals(totals: pd.Series, owed: int, ax: Axes | None = None, *, title: 
 
 def plot_waits(races: pd.DataFrame, ax: Axes | None = None, *,
                title: str = "How long B waited, against how long A held its transaction") -> Axes:
-    """Two bars per race, measured in real seconds: A's hold and B's slowest step, each labelled in milliseconds.
+    """Two bars per race, measured in real seconds: A's hold and B's waiting step, each labelled in milliseconds.
+
+    B's waiting step is the one at which the engine showed B waiting for A (``b_waited_at``).
 
     ``races`` has the columns of :class:`idemlib.races.RaceOutcome` (one row per race).
     """
-    labels = races["engine"] + ", A " + races["a_then"] + "\n(B's slowest step: " + races["b_waited_at"] + ")"
+    labels = races["engine"] + ", A " + races["a_then"] + "\n(B waited at " + races["b_waited_at"] + ")"
     ax = _axes(ax, (8, 0.9 * len(races) + 1.4))
     rows = range(len(races))
     series = [("A held its transaction", races["a_held_seconds"], OKABE_ITO["blue"], "//", -0.2),
-              ("B's slowest step took", races["b_wait_seconds"], OKABE_ITO["orange"], "", 0.2)]
+              ("B's waiting step took", races["b_wait_seconds"], OKABE_ITO["orange"], "", 0.2)]
     for label, seconds, colour, hatch, offset in series:
         bars = ax.barh([row + offset for row in rows], seconds, height=0.38, color=colour, hatch=hatch,
                        edgecolor="white", label=label)

@@ -71,7 +71,10 @@ def check_triple_charge(plan: Any) -> Feedback:
                         f"drawn afresh, the same plan charged {' or '.join(f'${other}' for other in otherwise)}. "
                         "A fault at a rate may or may not happen. Name the faults the plan needs, so that it "
                         "charges three times whatever is drawn.")
-        return right(f"the naive consumer charged ${charged}: every delivery whose ack went missing was charged again.")
+        return right(f"the naive consumer charged ${charged}: every delivery that committed but whose ack never reached "
+                     "the broker was delivered again and charged again.")
+    if (unheard := _faults_that_cannot_happen(plan)) is not None:
+        return unheard
     if dead_letters:
         return hint(f"Your plan sent m-7f3 to the dead-letter queue after {dead_letters[0].deliveries} deliveries, "
                      f"with ${charged} charged. Fewer faults, placed where a commit has already happened.")
@@ -79,6 +82,21 @@ def check_triple_charge(plan: Any) -> Feedback:
         return hint(f"Your plan charged ${charged}. Each extra charge needs a delivery that commits and yet is delivered "
                      "again. Which fault lets the commit stand but keeps the message on the queue?")
     return hint(f"Your plan charged ${charged}: too many redeliveries. Count how many deliveries must commit.")
+
+
+def _faults_that_cannot_happen(plan: FaultPlan) -> Feedback | None:
+    """A hint for a named fault that never fires here: a crash before a step the naive consumer does not
+    have, or a fault for a message other than m-7f3. None when every named fault can happen."""
+    steps = NaiveHandler().steps
+    for crash in plan.crashes:
+        if getattr(crash, "before", None) not in steps:
+            return hint(f"Crash({getattr(crash, 'before', None)!r}) names no step of the naive consumer, so that crash "
+                        f"never happens. Its steps are {', '.join(steps)}.")
+    for fault in [*plan.crashes, *plan.lost_acks]:
+        if getattr(fault, "message_id", None) not in (None, RUNNING_EXAMPLE.message_id):
+            return hint(f"Your plan names a fault for message {fault.message_id!r}, and the only message in this run "
+                        f"is {RUNNING_EXAMPLE.label}, so that fault never happens.")
+    return None
 
 
 def _dollars(answer: Any) -> float | None:
@@ -115,6 +133,9 @@ def check_overcharge(answer: Any, *, messages: int = 200, rate: float = 0.25, se
         return hint("That is what the customers owe. The question asks how much was charged on top of it.")
     if answer == -overcharge:
         return hint("Right size, wrong sign: subtract what is owed from what was charged.")
+    if answer == len(result.payments) - result.payments["message_id"].nunique():
+        return hint("That is how many extra charges there were, a count of rows. The question asks for dollars: "
+                    "each extra charge costs its own payment's amount.")
     shown = f"{answer:,.0f}" if answer == int(answer) else f"{answer:,.2f}"  # 3840.4 must not read as $3,840
     return hint(f"Not ${shown}. Run the naive consumer on payment_stream({messages}) with "
                  f"FaultPlan(ack_loss_rate={rate}, seed={seed}) and compare total_charged with expected_total.")

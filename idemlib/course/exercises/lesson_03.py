@@ -23,7 +23,9 @@ _STEP_WORDS = {"begin": "begin", "begins": "begin", "insert": "record id", "inse
 """The inbox's steps (begin, record id, charge, commit, ack), as a learner may word them."""
 
 _FILLER = {"consumer", "fails", "failed", "fail", "loses", "lost", "at", "its", "the", "on", "in", "step",
-           "id", "is", "refused", "when", "it", "tries", "to", "with", "error", "an"}
+           "id", "is", "refused", "when", "it", "tries", "to", "with", "error", "an", "time", "second",
+           # the error a learner may name beside the step: DuckDB's words for the failed commit
+           "transactionexception", "conflict", "duplicate", "key", "constraint", "violation", "unique", "primary"}
 
 
 def _read_loser(answer: str) -> str:
@@ -101,7 +103,7 @@ _SIGNAL_WORDS = (
 )
 _ACTION_WORDS = (
     ("refund", ("charge back", "chargeback", "refund")),  # money back to the customer, not the message to the broker
-    ("give it back", ("give", "back", "retry", "nack", "requeue", "release", "redeliver")),
+    ("give it back", ("give", "back", "retry", "nack", "requeue", "release", "redeliver", "rollback", "abort")),
     ("skip and ack", ("skip", "ack", "ignore")),
     ("charge", ("charge", "pay", "do the work")),
 )
@@ -154,10 +156,16 @@ def check_repeatable_read(answer: Any) -> Feedback:
         return missing
     shape = hint(f'Answer with a dict {{"A commits": (signal, action), "A rolls back": (signal, action)}}, '
                  f"the signal one of {list(SIGNALS)} and the action one of {list(ACTIONS)}.")
-    if not isinstance(answer, dict) or set(answer) != set(CASES):
+    if not isinstance(answer, dict):
+        return shape
+    # "a commits" and " A  commits" name the same case as "A commits"
+    cases = {" ".join(case.lower().split()): case for case in CASES}
+    named = {cases.get(" ".join(key.lower().split())) if isinstance(key, str) else None: pair
+             for key, pair in answer.items()}
+    if len(answer) != len(CASES) or set(named) != set(CASES):
         return shape
     given: dict[str, tuple[str | None, str | None]] = {}
-    for case, pair in answer.items():
+    for case, pair in named.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             return shape
         given[case] = (_one_of(pair[0], _SIGNAL_WORDS), _one_of(pair[1], _ACTION_WORDS))
@@ -179,8 +187,8 @@ def check_repeatable_read(answer: Any) -> Feedback:
     committed, rolled_back = given["A commits"], given["A rolls back"]
     if committed[0] != truth["A commits"][0]:
         if committed[0] == "zero rows":
-            return hint("Zero rows is READ COMMITTED's answer, where B's insert sees what A committed while B waited. "
-                        "At REPEATABLE READ, which rows can B's transaction see?")
+            return hint("Zero rows is READ COMMITTED's answer, the one level at which PostgreSQL lets B's insert skip for "
+                        "a row its snapshot does not hold. At REPEATABLE READ, which rows can B's transaction see?")
         if committed[0] == "duplicate-key error":
             return hint("B's insert says ON CONFLICT DO NOTHING, so a duplicate key alone raises nothing. What does "
                         "PostgreSQL do when the conflicting row is one B's snapshot cannot see?")
