@@ -41,10 +41,22 @@ def pytest_configure(config: pytest.Config) -> None:
 LESSON_FIXTURES = {"executed_lesson", "executed_student_copy", "site"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the marks into each test's group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if LESSON_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("lessons"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a worker, refuse to go on if pytest-xdist did not take the group into the tests' IDs (its
+    side channel to the scheduler): the lessons would be executed again on every worker, silently."""
+    if getattr(session.config.option, "loadgroup", False):
+        lost = [item.nodeid for item in session.items
+                if item.get_closest_marker("xdist_group") and not item.nodeid.endswith("@lessons")]
+        if lost:
+            raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (with {len(lost) - 1} more) with the "
+                                    "lessons on this pytest; see pyproject.toml, or run `make test TEST_WORKERS=0`")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
