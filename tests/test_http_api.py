@@ -124,6 +124,30 @@ def test_a_held_charge_stays_in_progress_until_it_is_let_go(api, client):
     assert retries == [409, 409, 409] and client.post_charge(CHARGE, key="held")[0].replayed and api.executions == 1
 
 
+def test_the_hold_goes_to_the_request_that_claimed_the_key_however_slowly_it_reaches_its_charge(api, client,
+                                                                                               monkeypatch):
+    """A request claims its key a moment before its charge takes the hold; on a busy machine that moment
+    can be long. A request with another key sent after wait_for_key must not take the hold in its place."""
+    charge, calls = ChargesApi._charge, []
+
+    def slow_first(self, body, claim):
+        calls.append(claim.key)
+        if len(calls) == 1:
+            time.sleep(0.5)  # claimed, not yet at its charge
+        return charge(self, body, claim)
+
+    monkeypatch.setattr(ChargesApi, "_charge", slow_first)
+    gate = api.hold_next()
+    first = threading.Thread(target=client.post_charge, args=(CHARGE, "held"))
+    first.start()
+    assert api.wait_for_key("held")
+    other = client.post_charge(CHARGE, key="another")[-1]
+    assert other.status == 201 and api.executions == 1  # charged at once: the hold is the first request's
+    gate.set()
+    first.join()
+    assert calls == ["held", "another"] and api.executions == 2
+
+
 def test_an_orphaned_claim_refuses_retries_until_its_60_second_deadline_then_is_taken_over(api, client):
     api.keys.claim("shop-1", "m-9e1", fingerprint(CHARGE), api.clock.now())  # a server died mid-charge
     answers = []

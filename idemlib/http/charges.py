@@ -162,6 +162,10 @@ class ChargesApi:
             self._holds.append(gate)
         return gate
 
+    def _pending_holds(self) -> int:
+        with self._lock:
+            return len(self._holds)
+
     def drop_next_responses(self, count: int = 1) -> None:
         """The next ``count`` charges are done and stored, but the connection closes before the answer is sent."""
         self._drops_left += count
@@ -284,14 +288,17 @@ class ChargesApi:
         """Every stored key as (client, key, status); the status is None while the key is in progress."""
         return [(record.client, record.key, record.status) for record in self.keys.records()]
 
-    def wait_for_key(self, key: str, seconds: float = 5.0) -> bool:
-        """Wait (real time, at most ``seconds``) until some request has claimed ``key``; True if one has.
+    def wait_for_key(self, key: str, seconds: float = 30.0) -> bool:
+        """Wait (real time, at most ``seconds``) until some request has claimed ``key`` and no held charge is
+        still waiting for its request to arrive; True if so.
 
         A lesson starts a slow request in a thread and sends its retry only once the
-        first holds the key, so that a busy machine cannot reorder the two.
+        first holds the key, so that a busy machine cannot reorder the two. The hold
+        counts too: a request claims its key a moment before its charge takes the hold,
+        and a second request sent in that moment would take the hold in its place.
         """
         deadline = time.monotonic() + seconds
-        while not any(stored == key for _, stored, _ in self.stored_keys()):
+        while not (any(stored == key for _, stored, _ in self.stored_keys()) and not self._pending_holds()):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
