@@ -54,7 +54,8 @@ grade: $(STAMP)
 	$(OWN_SERVERS) $(BIN)/python -m idemlib.course grade "$(SUBMISSIONS)" $(if $(LESSON),--lesson $(LESSON)); $(STOP_SERVERS)
 
 bench: $(STAMP)
-	$(OWN_SERVERS) $(BIN)/python benchmarks/bench_overhead.py && $(BIN)/python benchmarks/bench_inbox_cost.py; $(STOP_SERVERS)
+	$(OWN_SERVERS) $(BIN)/python benchmarks/bench_overhead.py && $(BIN)/python benchmarks/bench_inbox_cost.py \
+		&& $(BIN)/python benchmarks/bench_lessons.py; $(STOP_SERVERS)
 
 stop:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python -m idemlib.servers stop; fi
