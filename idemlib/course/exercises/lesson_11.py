@@ -81,7 +81,7 @@ def check_alert_rule(alert: Any) -> Feedback:
         fired = alert.fires_at(_rates(name), WINDOW_SECONDS)
         if fired is None:
             return hint(f"Your rule never fires on the day '{name}'. Look at the skip rates after noon in the "
-                        "plot, and at how many deliveries those windows handled: is your threshold above the rates, "
+                        "plot, and at how many deliveries those windows handled (rates[...]): is your threshold above the rates, "
                         "or your floor above the counts?")
         if fired > deadline:
             if alert.windows > 1:
@@ -89,8 +89,8 @@ def check_alert_rule(alert: Any) -> Feedback:
                             f"{alert.windows} high windows in a row; how many windows after noon have ended by "
                             f"{clock_time(deadline)}?")
             return hint(f"On the day '{name}' your rule fires at {clock_time(fired)}, after {clock_time(deadline)}. "
-                        "Read that day's first window after noon in the plot (and how many deliveries it "
-                        "handled): does your rule count it as high?")
+                        "Read that day's first window after noon in the plot, and in rates[...] how many deliveries "
+                        "it handled: does your rule count it as high?")
     return right(f"Quiet on the quiet day wherever a stray lost ack falls, and at the quiet hour, and it pages at {clock_time(deadline)} on both bad "
                  "days, a window sooner than the lesson's rule. The price: a single noisy window is enough to page, "
                  "so its floor has to keep thin windows out, and a busier normal day would need a higher threshold. "
