@@ -40,7 +40,7 @@ def test_the_crash_matrix_charges_every_message_once(batch_size):
     matrix = crash_matrix(DuckDBPayments, messages, batch_size)
     assert list(matrix["fault"]) == ["no fault", *(f"crash before {s}" for s in STEPS), "every ack lost once"]
     assert (matrix["charged once"] == 7).all(), matrix
-    assert (matrix["total charged"] == matrix["owed"]).all()
+    assert (matrix["total charged ($)"] == matrix["owed ($)"]).all()
 
 
 def test_a_crash_before_the_commit_rolls_back_the_whole_batch_and_the_broker_redelivers_it():

@@ -251,8 +251,8 @@ def crash_matrix(make_database: Callable[[], SqlPayments], messages: Sequence[Me
         outcomes = result.outcomes().value_counts()
         rows.append((fault, *(int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice")),
                      result.total_charged, result.expected_total))
-    return pd.DataFrame(rows, columns=["fault", "charged once", "charge lost", "charged twice", "total charged",
-                                       "owed"])
+    return pd.DataFrame(rows, columns=["fault", "charged once", "charge lost", "charged twice", "total charged ($)",
+                                       "owed ($)"])
 
 
 def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size: int) -> pd.DataFrame:

@@ -51,27 +51,33 @@ def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages:
 
 def record_ids_duckdb(stored: Sequence[int] = (0, 100_000), new_ids: int = 1000, repeats: int = 3) -> pd.DataFrame:
     """Milliseconds for one statement recording ``new_ids`` new IDs on DuckDB, best of ``repeats``, for each size
-    of inbox in ``stored``: the batched inbox's anti-join, and ``ON CONFLICT DO NOTHING`` with the same ``RETURNING``."""
+    of inbox in ``stored``: the batched inbox's anti-join, and ``ON CONFLICT DO NOTHING`` with the same ``RETURNING``.
+
+    Each timed insert is rolled back, so every run of either statement meets the same inbox."""
     statements = {
         "anti-join (ms)": RECORD_IDS["DuckDB"],
         "ON CONFLICT DO NOTHING (ms)": "INSERT INTO processed_messages (message_id) SELECT unnest(?::VARCHAR[]) "
                                        "ON CONFLICT DO NOTHING RETURNING message_id",
     }
     ids = [f"m-new-{number}" for number in range(new_ids)]
-    table: dict[str, dict[int, float]] = {name: {} for name in statements}
+    timings: dict[str, dict[int, list[float]]] = {name: {size: [] for size in stored} for name in statements}
     for size in stored:
-        for name, statement in statements.items():
-            timings = []
-            for _ in range(repeats):
-                database = duckdb.connect(":memory:", config={"threads": 1})
-                database.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
-                database.execute("INSERT INTO processed_messages SELECT 'm-old-' || range FROM range(?)", (size,))
+        # One inbox per size, filled once: each timed insert is rolled back, so every run meets the same inbox,
+        # and the two statements take turns, so a busy moment of the machine falls on both alike.
+        database = duckdb.connect(":memory:", config={"threads": 1})
+        database.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
+        database.execute("INSERT INTO processed_messages SELECT 'm-old-' || range FROM range(?)", (size,))
+        for _ in range(repeats):
+            for name, statement in statements.items():
+                database.execute("BEGIN TRANSACTION")
                 started = time.perf_counter()
                 recorded = database.execute(statement, (ids,)).fetchall()
-                timings.append(time.perf_counter() - started)
+                timings[name][size].append(time.perf_counter() - started)
+                database.execute("ROLLBACK")
                 assert len(recorded) == new_ids  # every ID was new: both statements must say so
-                database.close()
-            table[name][size] = round(min(timings) * 1000, 1)
+        database.close()
+    table = {name: {size: round(min(runs) * 1000, 1) for size, runs in by_size.items()}
+             for name, by_size in timings.items()}
     return pd.DataFrame(table).rename_axis("IDs already in the inbox")
 
 

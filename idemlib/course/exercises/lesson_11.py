@@ -81,15 +81,16 @@ def check_alert_rule(alert: Any) -> Feedback:
         fired = alert.fires_at(_rates(name), WINDOW_SECONDS)
         if fired is None:
             return hint(f"Your rule never fires on the day '{name}'. Look at the skip rates after noon in the "
-                        "plot: is your threshold above them?")
+                        "plot, and at how many deliveries those windows handled (rates[...]): is your threshold above the rates, "
+                        "or your floor above the counts?")
         if fired > deadline:
             if alert.windows > 1:
                 return hint(f"On the day '{name}' your rule fires at {clock_time(fired)}. It waits for "
                             f"{alert.windows} high windows in a row; how many windows after noon have ended by "
                             f"{clock_time(deadline)}?")
             return hint(f"On the day '{name}' your rule fires at {clock_time(fired)}, after {clock_time(deadline)}. "
-                        "Read that day's first window after noon in the plot (and how many deliveries it "
-                        "handled): does your rule count it as high?")
+                        "Read that day's first window after noon in the plot, and in rates[...] how many deliveries "
+                        "it handled: does your rule count it as high?")
     return right(f"Quiet on the quiet day wherever a stray lost ack falls, and at the quiet hour, and it pages at {clock_time(deadline)} on both bad "
                  "days, a window sooner than the lesson's rule. The price: a single noisy window is enough to page, "
                  "so its floor has to keep thin windows out, and a busier normal day would need a higher threshold. "
@@ -111,10 +112,15 @@ def check_batch_crash(step: Any) -> Feedback:
     # "after the commit, before ack all" and "between commit and ack all" name one gap: its two sides must touch.
     if words[:1] in (["after"], ["between"]) and ("before" in words[1:] or (words[0] == "between" and "and" in words)):
         cut = words.index("before" if "before" in words[1:] else "and", 1)
-        first, second = " ".join(words[1:cut]), " ".join(words[cut + 1:])
-        if first in STEPS and second in STEPS and STEPS.index(second) != STEPS.index(first) + 1:
-            return hint(f"{first!r} and {second!r} are not neighbours: name one moment between two steps, or "
-                        "one step before which the crash falls.")
+        # "after the commit and before ack all": the "and" joins the two sides, it names no step.
+        first = " ".join(words[1:cut][:-1] if words[cut - 1:cut] == ["and"] and cut > 2 else words[1:cut])
+        second = " ".join(words[cut + 1:])
+        if first not in STEPS or second not in STEPS:
+            return hint(f"The batched inbox has no step {first if first not in STEPS else second!r}; "
+                        f"its steps are {list(STEPS)}.")
+        if STEPS.index(second) != STEPS.index(first) + 1:
+            return hint(f"{first!r} and {second!r} do not follow one another in the batch: name one moment "
+                        "between two steps in the order they run, or one step before which the crash falls.")
         words = ["before", second]
     after = words[:1] == ["after"]
     name = " ".join(words[1:] if words[:1] in (["after"], ["before"]) else words)
