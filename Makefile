@@ -36,11 +36,11 @@ $(LAB_SETTINGS): jupyter/overrides.json $(STAMP)
 lab: $(STAMP) $(LAB_SETTINGS)
 	$(OWN_SERVERS) $(BIN)/jupyter lab notebooks/00_start_here.ipynb $(ROOT_FLAG) $(LAB_ARGS); $(STOP_SERVERS)
 
-# Two workers: one executes the lessons (and builds the site from them), the other takes the rest.
+# Two workers (pytest-xdist); each lesson is still executed once a run (tests/conftest.py).
 TEST_WORKERS ?= 2
 
 test: $(STAMP) $(LAB_SETTINGS)
-	$(OWN_SERVERS) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); $(STOP_SERVERS)
+	$(OWN_SERVERS) $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS); $(STOP_SERVERS)
 
 html: $(STAMP)
 	$(OWN_SERVERS) $(BIN)/python -m idemlib.course html build/html; $(STOP_SERVERS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -10,10 +11,13 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 import pytest
+from filelock import FileLock
+from nbformat import NotebookNode
 
 from idemlib.course.lessons import lesson_paths
 from idemlib.stores import (
@@ -31,32 +35,6 @@ def pytest_configure(config: pytest.Config) -> None:
     """Mark the servers the course starts during this run as this run's, unless ``make`` already named an owner."""
     if not os.environ.get("IDEMLIB_SERVERS_OWNER"):
         os.environ["IDEMLIB_SERVERS_OWNER"] = config.stash[_OWNER] = f"pytest-{os.getpid()}"
-
-
-# Tests that read the session's executed lessons (and the site built from them) run on one worker
-# under `make test`'s two (pytest-xdist, --dist loadgroup), so each lesson is executed once per run,
-# not once per worker; every other test goes to whichever worker is free. Running side by side is
-# safe because every run on a shared server works in names of its own (a schema, stream or queue
-# named after its process), and it keeps the lessons honest: they run while the machine is busy.
-LESSON_FIXTURES = {"executed_lesson", "executed_student_copy", "site"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the marks into each test's group
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if LESSON_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("lessons"))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """On a worker, refuse to go on if pytest-xdist did not take the group into the tests' IDs (its
-    side channel to the scheduler): the lessons would be executed again on every worker, silently."""
-    if getattr(session.config.option, "loadgroup", False):
-        lost = [item.nodeid for item in session.items
-                if item.get_closest_marker("xdist_group") and not item.nodeid.endswith("@lessons")]
-        if lost:
-            raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (with {len(lost) - 1} more) with the "
-                                    "lessons on this pytest; see pyproject.toml, or run `make test TEST_WORKERS=0`")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -98,42 +76,59 @@ def engine(request):
     return {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}[request.param]()
 
 
-_executed: dict = {}
+# `make test` runs on two workers (pytest-xdist). A lesson's run, its student copy's run and the site
+# are made once per test run, not once per worker: the first worker that needs one makes it under a
+# lock in the folder the workers share, and every other reads it from there (pytest-xdist's recipe for
+# a session fixture run once). Two workers may run two lessons side by side; that is safe because
+# every run on a shared server works in names of its own (a schema, stream or queue named after its
+# process), and it keeps the lessons honest: they run while the machine is busy.
+_made: dict[str, NotebookNode] = {}
+
+
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder every worker of this run sees (the run's own base folder without workers)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[], NotebookNode]) -> NotebookNode:
+    """``make()``'s notebook, made by one worker of the run and read by the others."""
+    if name not in _made:
+        stored = _shared_folder(tmp_path_factory) / f"{name}.ipynb"
+        with FileLock(f"{stored}.lock"):
+            if not stored.exists():
+                notebook = make()
+                nbformat.write(notebook, f"{stored}.part")
+                os.replace(f"{stored}.part", stored)  # whole, or not there at all
+            _made[name] = nbformat.read(stored, as_version=4)
+    return _made[name]
 
 
 @pytest.fixture(scope="session")
-def executed_lesson():
-    """Execute a lesson once per test session, however many tests read its outputs."""
+def executed_lesson(tmp_path_factory):
+    """Execute a lesson once per test run, however many tests (on however many workers) read its outputs."""
     from idemlib.course.publish import execute
 
-    def run(path):
-        if path not in _executed:
-            _executed[path] = execute(path)
-        return _executed[path]
-
-    return run
-
-
-_site: dict = {}
+    return lambda path: _once(tmp_path_factory, f"executed-{path.stem}", lambda: execute(path))
 
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory, executed_lesson):
-    """The whole site, built once per test session from the executed lessons: its folder and Sphinx's warnings."""
+    """The whole site, built once per test run from the executed lessons: its folder and Sphinx's warnings."""
     from idemlib.course.site import render_site
 
-    if not _site:
-        out = tmp_path_factory.mktemp("site") / "html"
-        _site["out"], _site["warnings"] = out, render_site({path: executed_lesson(path) for path in lesson_paths()}, out)
-    return _site["out"], _site["warnings"]
-
-
-_students: dict = {}
+    shared = _shared_folder(tmp_path_factory)
+    out, warnings = shared / "site" / "html", shared / "site-warnings.json"
+    with FileLock(f"{warnings}.lock"):
+        if not warnings.exists():
+            found = render_site({path: executed_lesson(path) for path in lesson_paths()}, out)
+            warnings.write_text(json.dumps(found))
+    return out, json.loads(warnings.read_text())
 
 
 @pytest.fixture(scope="session")
 def executed_student_copy(tmp_path_factory):
-    """A lesson's student copy (solutions blanked), executed once per test session in a fresh kernel.
+    """A lesson's student copy (solutions blanked), executed once per test run in a fresh kernel.
 
     The determinism test compares it with the lesson's own run; the publishing test reads its checks.
     """
@@ -141,16 +136,14 @@ def executed_student_copy(tmp_path_factory):
 
     from idemlib.course.publish import build_student
 
-    def run(path):
-        if path not in _students:
-            [written] = build_student(tmp_path_factory.mktemp("student"), [path])
-            notebook = nbformat.read(written, as_version=4)
-            NotebookClient(notebook, timeout=180, kernel_name="python3",
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
-            _students[path] = notebook
-        return _students[path]
+    def make(path: Path) -> NotebookNode:
+        [written] = build_student(tmp_path_factory.mktemp("student"), [path])
+        notebook = nbformat.read(written, as_version=4)
+        NotebookClient(notebook, timeout=180, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        return notebook
 
-    return run
+    return lambda path: _once(tmp_path_factory, f"student-{path.stem}", lambda: make(path))
 
 
 @pytest.fixture(params=["in-process model", "real Redis"])
