@@ -36,8 +36,9 @@ $(LAB_SETTINGS): jupyter/overrides.json $(STAMP)
 lab: $(STAMP) $(LAB_SETTINGS)
 	$(OWN_SERVERS) $(BIN)/jupyter lab notebooks/00_start_here.ipynb $(ROOT_FLAG) $(LAB_ARGS); $(STOP_SERVERS)
 
-# Two workers (pytest-xdist); each lesson is still executed once a run (tests/conftest.py).
-TEST_WORKERS ?= 2
+# Four workers (pytest-xdist), even on 2 cores: the tests wait on kernels, servers and sandboxes'
+# time limits about as much as they compute. Each lesson is still executed once a run (tests/conftest.py).
+TEST_WORKERS ?= 4
 
 test: $(STAMP) $(LAB_SETTINGS)
 	$(OWN_SERVERS) $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS); $(STOP_SERVERS)

@@ -36,6 +36,11 @@ STATIC = Path(__file__).resolve().parent / "templates" / "site"
 PROSE_PAGES = {"GLOSSARY.md": ("glossary", "Glossary"), "TEACHING.md": ("teaching", "Teaching the course")}
 PROSE_SOURCES = {"GLOSSARY.md": LESSONS / "GLOSSARY.md", "TEACHING.md": ROOT / "TEACHING.md"}
 
+# Said by every Sphinx build after the first in one process (docutils keeps the nodes, directives and
+# roles extensions register for the process): about the process, not the site, so they are left out
+# and a second build's warnings equal the first's.
+REBUILT_IN_ONE_PROCESS = re.compile(r"while setting up extension [\w.]+: .* is already registered")
+
 CONF = '''# Written by idemlib.course.site; the site's settings live there.
 project = "The Idempotent Consumer"
 author = "The course's authors"
@@ -226,7 +231,8 @@ def render_site(executed: dict[Path, NotebookNode], out: Path, work: Path | None
         app.build()
     shutil.rmtree(out / ".doctrees", ignore_errors=True)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())  # Sphinx colours its warnings for a terminal
-    return [line for line in plain.splitlines() if "WARNING" in line or "ERROR" in line]
+    return [line for line in plain.splitlines() if ("WARNING" in line or "ERROR" in line)
+            and not REBUILT_IN_ONE_PROCESS.search(line)]
 
 
 def build_html(out: Path, lessons: Iterable[Path] | None = None) -> list[str]:
