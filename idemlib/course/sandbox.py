@@ -46,6 +46,10 @@ USERS = 64  # how many sandboxes may run at once on this machine, every grading 
 # grading commands (or two test workers) must never hand the same one out: its process limit and the
 # kill at the end of a run would reach the other command's hand-in.
 TAKEN = Path(tempfile.gettempdir()) / "idemlib-sandbox-users"
+# Without root, the process limit counts every task of the teacher's user, whose other programs (a
+# notebook, a server, another test worker) may start threads while a hand-in runs; they get this much
+# room, so a hand-in does not fail for their growth. A fork bomb is still stopped, this many on.
+OTHERS_ROOM = 1024
 SYSTEM = ("/usr", "/etc")  # read-only; /bin, /lib, /lib64 and /sbin are links into /usr on Debian
 
 
@@ -182,7 +186,7 @@ def command_for(argv: list[str], *, mode: str, uid: int | None, limits: Limits, 
     root = os.geteuid() == 0
     if mode == BUBBLEWRAP:
         inner = (_as_user(uid) if root else []) + environment + argv
-        processes = limits.processes if root else _own_processes() + limits.processes
+        processes = limits.processes if root else _own_processes() + limits.processes + OTHERS_ROOM
         return _prlimit(limits, processes) + bubblewrap_command(inner, limits, hidden)
     return _prlimit(limits, limits.processes) + _as_user(uid) + environment + argv
 
