@@ -85,15 +85,21 @@ def sqlite_reset(connection: sqlite3.Connection) -> None:
                              "CREATE TABLE processed_messages (message_id PRIMARY KEY);")
 
 
+def sqlite_pay_once(connection: sqlite3.Connection, message: Message) -> bool:
+    """The inbox's two inserts on SQLite, uncommitted; True if the message was new and its payment written."""
+    new = connection.execute("INSERT INTO processed_messages VALUES (?) ON CONFLICT DO NOTHING RETURNING 1",
+                             (message.message_id,)).fetchone()
+    if new:
+        connection.execute("INSERT INTO payments VALUES (?, ?, ?)",
+                           (message.body["order_id"], message.body["amount"], message.message_id))
+    return new is not None
+
+
 def test_steps_the_consumer_yields_are_crash_points_too_and_an_email_outside_the_state_goes_unseen(tmp_path):
     sent: list[str] = []
 
     def inbox_then_email(connection: sqlite3.Connection, message: Message) -> Any:
-        new = connection.execute("INSERT INTO processed_messages VALUES (?) ON CONFLICT DO NOTHING RETURNING 1",
-                                 (message.message_id,)).fetchone()
-        if new:
-            connection.execute("INSERT INTO payments VALUES (?, ?, ?)",
-                               (message.body["order_id"], message.body["amount"], message.message_id))
+        if sqlite_pay_once(connection, message):
             yield "send the receipt"
             sent.append(message.message_id)  # an email: no row in the database records it
         connection.commit()
@@ -188,11 +194,7 @@ def test_a_consumer_blocked_on_an_event_never_set_fails_saying_where_it_waits_an
 
 def test_a_consumer_that_ends_gets_the_same_report_whatever_the_time_limit(tmp_path):
     def inbox(connection: sqlite3.Connection, message: Message) -> None:
-        new = connection.execute("INSERT INTO processed_messages VALUES (?) ON CONFLICT DO NOTHING RETURNING 1",
-                                 (message.message_id,)).fetchone()
-        if new:
-            connection.execute("INSERT INTO payments VALUES (?, ?, ?)",
-                               (message.body["order_id"], message.body["amount"], message.message_id))
+        sqlite_pay_once(connection, message)
         connection.commit()
 
     def report(**limit: float) -> Any:
