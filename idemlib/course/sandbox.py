@@ -183,10 +183,9 @@ def command_for(argv: list[str], *, mode: str, uid: int | None, limits: Limits, 
     environment = ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={own}", f"TMPDIR={own}", f"MPLCONFIGDIR={own}",
                    "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8",
                    f"PYTHONPATH={Path(idemlib.__file__).resolve().parent.parent}"]
-    root = os.geteuid() == 0
-    if mode == BUBBLEWRAP:
-        inner = (_as_user(uid) if root else []) + environment + argv
-        processes = limits.processes if root else _own_processes() + limits.processes + OTHERS_ROOM
+    if mode == BUBBLEWRAP:  # a user of its own (``uid``) only as root; otherwise bubblewrap maps one
+        inner = (_as_user(uid) if uid is not None else []) + environment + argv
+        processes = limits.processes if uid is not None else _own_processes() + limits.processes + OTHERS_ROOM
         return _prlimit(limits, processes) + bubblewrap_command(inner, limits, hidden)
     return _prlimit(limits, limits.processes) + _as_user(uid) + environment + argv
 
