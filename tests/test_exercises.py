@@ -16,3 +16,18 @@ def test_a_blank_answer_is_not_answered_yet_and_an_answer_is_not():
 
 def test_html_escapes_what_the_learner_typed():
     assert "<script>" not in ex.hint("Not '<script>'.")._repr_html_()
+
+
+def test_a_named_option_is_matched_exactly_and_an_unknown_one_lists_the_valid_ones():
+    options = ("before commit", "after commit")
+    assert ex.one_of(" after commit ", options) == "after commit"
+    refused = ex.one_of("After the commit", options)
+    assert isinstance(refused, ex.Feedback) and not refused
+    assert "'before commit', 'after commit'" in refused.message
+    assert isinstance(ex.one_of(2, options), ex.Feedback)
+
+
+def test_a_check_that_cannot_judge_says_so_and_is_neither_right_nor_wrong():
+    verdict = ex.not_judged("PostgreSQL is not running; start it with make lab")
+    assert not verdict and verdict.verdict == "not judged"
+    assert repr(verdict).startswith("Not judged") and "✗" not in repr(verdict)

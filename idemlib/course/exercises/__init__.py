@@ -10,7 +10,7 @@ lesson's checks, so a notebook writes ``from idemlib.course.exercises import che
 whatever its lesson.
 """
 
-from idemlib.course.exercises.feedback import Feedback, blank, hint, right  # noqa: F401
+from idemlib.course.exercises.feedback import Feedback, blank, hint, not_judged, one_of, right  # noqa: F401
 from idemlib.course.exercises.lesson_00 import *  # noqa: F403
 from idemlib.course.exercises.lesson_01 import *  # noqa: F403
 from idemlib.course.exercises.lesson_02 import *  # noqa: F403

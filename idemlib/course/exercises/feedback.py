@@ -5,6 +5,18 @@ document of its own MIME type (:data:`VERDICT_MIME`) naming the exercise and the
 verdict, for tools that read executed notebooks. Grading believes no displayed
 verdict: ``idemlib.course.referee`` calls each check again itself and reads the
 ``Feedback`` it returns, and no grading depends on the wording of a message.
+
+What an answer may be, so that grading can carry it out of the hand-in's sandbox as data and judge it
+in a process no student code ever ran in:
+
+- plain data: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, and ``list``, ``tuple``,
+  ``dict``, ``set`` and ``frozenset`` of plain data; a named option (:func:`one_of`) is a ``str``;
+  SQL is a ``str``;
+- or a function whose arguments and results are plain data. A check only calls it; it never reads its
+  source, closure or attributes, and never hands it a live object (a connection, a simulator context).
+
+No check parses free English: a *which* or *what happens* is one of the named options the exercise
+prints, a number, a set, SQL or a function.
 """
 
 from __future__ import annotations
@@ -12,12 +24,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 VERDICT_MIME = "application/vnd.idemlib.verdict+json"
 NOT_ANSWERED = "Not answered yet"
+NOT_JUDGED = "Not judged"
 
 
 @dataclass(frozen=True)
@@ -30,21 +43,34 @@ class Feedback:
 
     @property
     def verdict(self) -> str:
-        """``right``, ``wrong`` or ``blank`` (the answer is still ``...``)."""
+        """``right``, ``wrong``, ``blank`` (the answer is still ``...``) or ``not judged`` (the check could
+        not run here, a server it needs being down, say: neither right nor wrong)."""
         if self.correct:
             return "right"
-        return "blank" if self.message.startswith(NOT_ANSWERED) else "wrong"
+        if self.message.startswith(NOT_ANSWERED):
+            return "blank"
+        return "not judged" if self.message.startswith(NOT_JUDGED) else "wrong"
 
     def __bool__(self) -> bool:
         return self.correct
 
+    @property
+    def _mark(self) -> tuple[str, str]:
+        """The verdict's colour and words: a symbol and a word as well as a colour, never colour alone."""
+        return {"right": ("#2b8a3e", "✓ Correct"), "not judged": ("#5f6368", "○ Not judged"),
+                "blank": ("#5f6368", "… Not answered")}.get(self.verdict, ("#b3541e", "✗ Not yet"))
+
     def __repr__(self) -> str:
-        return f"{'✓ Correct' if self.correct else '✗ Not yet'}: {self.message}"
+        mark = self._mark[1]
+        # The message already says "Not answered yet" / "Not judged"; the mark does not repeat it.
+        return self.message if self.verdict in ("blank", "not judged") else f"{mark}: {self.message}"
 
     def _repr_html_(self) -> str:
-        colour, mark = ("#2b8a3e", "✓ Correct") if self.correct else ("#b3541e", "✗ Not yet")
+        colour, mark = self._mark
+        body = html.escape(self.message) if self.verdict in ("blank", "not judged") else (
+            f"<b style='color:{colour}'>{mark}:</b> {html.escape(self.message)}")
         return (f'<div class="idemlib-feedback" style="border-left:4px solid {colour};padding:4px 10px">'
-                f"<b style='color:{colour}'>{mark}:</b> {html.escape(self.message)}</div>")
+                f"{body}</div>")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {
@@ -70,6 +96,22 @@ def right(message: str) -> Feedback:
 
 def hint(message: str) -> Feedback:
     return Feedback(False, message)
+
+
+def not_judged(why: str) -> Feedback:
+    """The check could not judge here (``why``: what was missing, and how to get it); neither right nor wrong."""
+    return Feedback(False, f"{NOT_JUDGED}: {why}")
+
+
+def one_of(answer: Any, options: Iterable[str], what: str = "the answer") -> str | Feedback:
+    """``answer`` as one of the named ``options`` the exercise prints (compared exactly, after stripping
+    surrounding spaces), or a hint that lists the valid ones. Named options replace free English: a
+    check never guesses what a sentence meant."""
+    valid = list(options)
+    if isinstance(answer, str) and answer.strip() in valid:
+        return answer.strip()
+    shown = ", ".join(repr(option) for option in valid)
+    return hint(f"{what.capitalize()} is one of the names the exercise prints: {shown}; {answer!r} is not one of them.")
 
 
 def blank(answer: Any, what: str) -> Feedback | None:
