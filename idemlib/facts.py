@@ -8,16 +8,36 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 FACTS_FILE = Path(__file__).resolve().parent.parent / "data" / "facts.csv"
 
 
+class FactsTable(pd.DataFrame):
+    """Facts rows as a reader sees them: indexed by the fact's name for code, shown without it.
+
+    A fact's name (``sqs_max_receive_count``) is the course's own key, not something a reader
+    should have to read; a table of facts shows its subject, quote and version instead.
+    """
+
+    @property
+    def _constructor(self) -> type[FactsTable]:
+        return FactsTable
+
+    @property
+    def style(self) -> Any:
+        return super().style.hide(axis="index")
+
+    def _repr_html_(self) -> str | None:
+        return self.style.to_html()
+
+
 @cache
-def load_facts() -> pd.DataFrame:
-    """All the quoted figures, one row each, indexed by the fact's name."""
-    return pd.read_csv(FACTS_FILE, dtype=str).set_index("fact")
+def load_facts() -> FactsTable:
+    """All the quoted figures, one row each, indexed by the fact's name (shown without it)."""
+    return FactsTable(pd.read_csv(FACTS_FILE, dtype=str).set_index("fact"))
 
 
 def fact(name: str) -> str:

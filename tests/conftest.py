@@ -199,6 +199,27 @@ def browser():
         browser.close()
 
 
+AXE_VERSION = "4.14.1"  # axe-core from npm, the accessibility engine the browser tests run in each page
+
+
+@pytest.fixture(scope="session")
+def axe_script(tmp_path_factory) -> str:
+    """axe-core's script, installed from npm (pinned) into the venv on first use. Skipped where npm is missing;
+    where servers are required (CI), that is a failure."""
+    folder = Path(sys.prefix) / "node"
+    script = folder / "node_modules" / "axe-core" / "axe.min.js"
+    with FileLock(str(_shared_folder(tmp_path_factory) / "axe.lock")):
+        if not script.exists() and shutil.which("npm"):
+            subprocess.run(["npm", "install", "--prefix", str(folder), "--no-save", "--no-audit", "--no-fund",
+                            f"axe-core@{AXE_VERSION}"], check=False, capture_output=True, timeout=300)
+    if not script.exists():
+        message = f"axe-core is not installed and npm could not install it: `npm install --prefix {folder} axe-core@{AXE_VERSION}`."
+        if require_servers("axe-core"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return script.read_text(encoding="utf-8")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -28,7 +28,7 @@ def messages(svg: ET.Element) -> dict[str, str]:
 
 def rows(svg: ET.Element, table: str) -> list[tuple[str, str, bool]]:
     return [(g.get("data-id"), g.get("data-state"), g.get("data-new") == "true")
-            for g in svg.iter(f"{SVG}g") if g.get("class") == "row" and g.get("data-table") == table]
+            for g in svg.iter(f"{SVG}g") if g.get("class") == "idemlib-row" and g.get("data-table") == table]
 
 
 def current_steps(svg: ET.Element) -> dict[str, tuple[str, str]]:

@@ -49,6 +49,7 @@ html_theme = "sphinx_book_theme"
 html_title = "The Idempotent Consumer"
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
+html_js_files = ["course.js"]
 html_favicon = "_static/favicon.svg"  # a page without one makes the browser ask the server for /favicon.ico
 html_show_sourcelink = False
 html_copy_source = False
@@ -59,6 +60,10 @@ html_theme_options = {
     "use_download_button": False,
     "use_fullscreen_button": False,
     "navigation_with_keys": True,
+    # No top bar: the sidebar has the search. The bar's own sidebar buttons, hidden here, come first in the
+    # page, so pydata-sphinx-theme 0.20 wired them instead of the Book theme's visible ones and a phone's
+    # ☰ did nothing (pydata-sphinx-theme issue 2451, sphinx-book-theme issue 988).
+    "navbar_persistent": [],
 }
 html_context = {"default_mode": "light"}  # the plots are drawn for a white page
 myst_heading_anchors = 3
@@ -70,6 +75,12 @@ nb_mime_priority_overrides = [("html", "text/html", 0), ("html", "application/vn
 nb_merge_streams = True
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 suppress_warnings = ["mystnb.unknown_mime_type"]
+
+
+def setup(app):
+    from idemlib.course.site_search import index_numbers
+
+    index_numbers(app)  # 409, 422 and 24 are words a reader of this course searches for
 '''
 
 
@@ -114,6 +125,42 @@ def _scrub(text: str) -> str:
     return re.sub(r"/(?:tmp|home/[^/\s]+|root)/[^\s'\"<>:]*", "…", text)
 
 
+def _alt_text(cell: NotebookNode, section: str, lesson: str) -> str:
+    """What a cell's figures show, in words: each PNG's own description (idemlib.pictures.alt_text),
+    or, for a figure drawn without it, at least where it is."""
+    images = [output for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+    described = [output.get("metadata", {}).get("image/png", {}).get("alt", "") for output in images]
+    if not images:
+        return ""
+    return " ".join(alt for alt in described if alt) or f"Figure in '{section}', {lesson}"
+
+
+# A table cell a reader would see as pandas' word for "nothing here" (in an output's JSON-escaped HTML).
+EMPTY_CELL = re.compile(r"(<td[^>]*>)\s*(?:None|NaN|nan|NaT|&lt;NA&gt;|<NA>)\s*(</td>)")
+
+
+def _reader_table(text: str) -> str:
+    """Tables as a reader reads them: an empty cell shows a dash, not pandas' None, NaN or <NA>."""
+    return EMPTY_CELL.sub(r"\1—\2", text)
+
+
+# Names the theme's and MyST-NB's buttons give themselves that differ from the words they show (WCAG 2.5.3,
+# "label in name"): without them, a button is named by its visible words, as a speech-input user says them.
+MISMATCHED_NAMES = re.compile(r'(<button class="btn search-button-field[^>]*?|<summary)\s+aria-label="(?:Search|Toggle hidden content)"')
+
+
+def _finish_pages(out: Path) -> None:
+    """The built pages' last touches: buttons named by their words, and the search (idemlib.course.site_search)."""
+    from idemlib.course.site_search import improve_search
+
+    for page in out.glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        fixed = MISMATCHED_NAMES.sub(r"\1", text)
+        if fixed != text:
+            page.write_text(fixed, encoding="utf-8")
+    improve_search(out)
+
+
 def _one_line_error(output: NotebookNode) -> NotebookNode:
     """A deliberate error as the line a reader needs: its type and message."""
     return nbformat.v4.new_output("stream", name="stderr", text=f"{output.ename}: {output.evalue}\n")
@@ -148,8 +195,8 @@ def site_notebook(notebook: NotebookNode) -> NotebookNode:
     for index, cell in enumerate(page.cells):
         if cell.cell_type == "markdown" and (heading := re.search(r"^##+ (.+)$", cell.source, re.MULTILINE)):
             section = heading.group(1)
-        if any("image/png" in output.get("data", {}) for output in cell.get("outputs", [])):
-            cell.metadata["mystnb"] = {"image": {"alt": f"Figure in '{section}', {lesson}"}}
+        if alt := _alt_text(cell, section, lesson):
+            cell.metadata["mystnb"] = {"image": {"alt": alt}}
         if cell.cell_type == "markdown":
             # A lesson writes \\$ so JupyterLab does not typeset dollar amounts as maths; the site has no maths.
             cell.source = site_links(NAV_LINE.sub("", cell.source)).replace("\\\\$", "&#36;").strip("\n")
@@ -159,7 +206,7 @@ def site_notebook(notebook: NotebookNode) -> NotebookNode:
         tags = cell.metadata.get("tags", [])
         outputs = [_one_line_error(o) if o.output_type == "error" and "raises-exception" in tags else o
                    for o in cell.get("outputs", [])]
-        cell.outputs = [nbformat.from_dict(json.loads(_scrub(json.dumps(o)))) for o in outputs]
+        cell.outputs = [nbformat.from_dict(json.loads(_reader_table(_scrub(json.dumps(o))))) for o in outputs]
         follows_solution = index > 0 and "solution" in page.cells[index - 1].metadata.get("tags", [])
         if "solution" in tags and index + 1 < len(page.cells):
             cells.append(_solution_fold(cell, page.cells[index + 1]))
@@ -203,7 +250,7 @@ def write_sources(executed: dict[Path, NotebookNode], source: Path) -> None:
     """The site's Sphinx sources in ``source``: settings, the index, the lessons and the prose pages."""
     (source / "_static").mkdir(parents=True, exist_ok=True)
     _write_if_changed(source / "conf.py", CONF)
-    for name in ("course.css", "favicon.svg"):
+    for name in ("course.css", "course.js", "favicon.svg"):
         _write_if_changed(source / "_static" / name, (STATIC / name).read_text(encoding="utf-8"))
     _write_if_changed(source / "index.md", _index(executed))
     for path, notebook in executed.items():
@@ -230,6 +277,7 @@ def render_site(executed: dict[Path, NotebookNode], out: Path, work: Path | None
                      status=None, warning=warnings, freshenv=False)
         app.build()
     shutil.rmtree(out / ".doctrees", ignore_errors=True)
+    _finish_pages(out)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", warnings.getvalue())  # Sphinx colours its warnings for a terminal
     return [line for line in plain.splitlines() if ("WARNING" in line or "ERROR" in line)
             and not REBUILT_IN_ONE_PROCESS.search(line)]

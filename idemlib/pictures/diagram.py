@@ -161,7 +161,7 @@ def _table(name: str, key: str, rows: list[Row], x: float, y: float, w: float,
     for row in rows[hidden:]:
         found = row.message_id == duplicate and row.state == "committed"
         colour = VERMILLION if row.state == "undone" or found else ORANGE if row.state == "pending" else GREEN
-        parts.append(f'<g class="row" data-table={quoteattr(row.table)} data-id={quoteattr(row.message_id)} '
+        parts.append(f'<g class="idemlib-row" data-table={quoteattr(row.table)} data-id={quoteattr(row.message_id)} '
                      f'data-state={quoteattr(row.state)}' + (' data-new="true">' if row.new else ">"))
         parts.append(_box(x, top, w, 26, stroke=colour, fill=TINT[YELLOW] if row.new else PAPER,
                           width=2.5 if row.new or found else 1.2, dash="6 3" if row.state == "pending" else "", rx=3))
@@ -303,8 +303,9 @@ def frame_svg(scene: Scene, *, label: str = "frame") -> str:
     height = max(queue_bottom, top, right) + 30
     parts.append(_text(12, height - 10, f"event {scene.number + 1} of {scene.count} · t = {scene.time:g} s · {scene.event}",
                        size=13, fill=MUTED))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:g}" width="100%" '
-            f'style="max-width:{WIDTH}px;{FONT}" role="img" aria-labelledby="{ident}-t {ident}-d" '
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:g}" '
+            # Drawn at its own size: on a narrow screen its box scrolls sideways rather than shrinking its text.
+            f'width="{WIDTH}" height="{height:g}" style="{FONT}" role="img" aria-labelledby="{ident}-t {ident}-d" '
             f'class="idemlib-frame" data-event={quoteattr(scene.event)}>'
             f'<title id="{ident}-t">{escape(scene.sentence)}</title><desc id="{ident}-d">{escape(alt_text(scene))}</desc>'
             f'<rect width="{WIDTH}" height="{height:g}" fill="{PAPER}"/>{"".join(parts)}</svg>')

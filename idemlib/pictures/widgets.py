@@ -76,7 +76,9 @@ def player_html(scenes: Sequence[Scene], title: str = "") -> str:
     cut = (f"<p>The run has {len(scenes)} events; this page shows the first {len(shown)}. "
            "Run the notebook to step through all of them.</p>" if len(scenes) > len(shown) else "")
     return (
-        f'<div class="idemlib-player" data-frames="{len(shown)}">'
+        # A box that scrolls sideways on a narrow screen: focusable and named, so a keyboard can scroll it too.
+        f'<div class="idemlib-player" data-frames="{len(shown)}" tabindex="0" role="region" '
+        f'aria-label="{html.escape(title or "Step-through", quote=True)}: one picture per step">'
         f"<div><b>{html.escape(title)}</b></div>"
         '<div class="idemlib-controls" hidden style="margin:6px 0;font-family:sans-serif">'
         '<button type="button" data-go="previous">&#9664; previous</button> '

@@ -57,7 +57,8 @@ class Feedback:
     @property
     def _mark(self) -> tuple[str, str]:
         """The verdict's colour and words: a symbol and a word as well as a colour, never colour alone."""
-        return {"right": ("#2b8a3e", "✓ Correct"), "not judged": ("#5f6368", "○ Not judged"),
+        # Each colour reads at 4.5:1 or more on the box's white, which the box keeps in a dark theme too.
+        return {"right": ("#237a36", "✓ Correct"), "not judged": ("#5f6368", "○ Not judged"),
                 "blank": ("#5f6368", "… Not answered")}.get(self.verdict, ("#b3541e", "✗ Not yet"))
 
     def __repr__(self) -> str:
@@ -69,7 +70,8 @@ class Feedback:
         colour, mark = self._mark
         body = html.escape(self.message) if self.verdict in ("blank", "not judged") else (
             f"<b style='color:{colour}'>{mark}:</b> {html.escape(self.message)}")
-        return (f'<div class="idemlib-feedback" style="border-left:4px solid {colour};padding:4px 10px">'
+        return (f'<div class="idemlib-feedback" style="border-left:4px solid {colour};padding:4px 10px;'
+                f'background:#ffffff;color:#202124">'
                 f"{body}</div>")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
