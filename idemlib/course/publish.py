@@ -35,7 +35,9 @@ def execute(path: Path, timeout: int = 180) -> NotebookNode:
         config = Config()
         config.KernelManager.transport = "ipc"
         config.KernelManager.ip = str(Path(sockets) / "kernel")
+        # Every figure's PNG carries its description, which the site makes its alt text.
         NotebookClient(notebook, timeout=timeout, kernel_name="python3", config=config,
+                       extra_arguments=["--IPKernelApp.extensions=idemlib.pictures.alt_text"],
                        resources={"metadata": {"path": str(path.parent)}}).execute()
     return notebook
 

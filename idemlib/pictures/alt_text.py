@@ -1,9 +1,10 @@
 """Words for a figure, for a reader who cannot see it: what it shows, read from the figure itself.
 
 A figure's title states its finding ("m-7f3 charged twice"); its axes say what is plotted
-against what, and its legend names the lines or bars. :func:`describe` puts these together;
-in a notebook, :func:`attach_to_figures` makes every PNG a figure is shown as carry them as its
-``alt`` metadata, which the course's site turns into the image's alt text.
+against what, and its legend names the lines or bars. :func:`describe` puts these together.
+Loaded as an IPython extension (the site's runs of the lessons start their kernels with it), it
+makes every PNG a figure is shown as carry them as its ``alt`` metadata, which the course's site
+turns into the image's alt text.
 """
 
 from __future__ import annotations
@@ -78,3 +79,10 @@ def attach_to_figures(shell: Any | None = None) -> bool:
     with_alt_text.adds_alt_text = True  # type: ignore[attr-defined]
     formatter.for_type(Figure, with_alt_text)
     return True
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext idemlib.pictures.alt_text`` (or a kernel started with it): every figure's PNG carries its words,
+    whichever cell draws it, also one that draws with matplotlib before importing the course's plots."""
+    attach_to_figures(shell)
+    shell.events.register("pre_run_cell", lambda *_: attach_to_figures(shell))

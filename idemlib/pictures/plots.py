@@ -18,8 +18,6 @@ from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch, Rectangle
 
-from idemlib.pictures.alt_text import attach_to_figures
-
 OKABE_ITO = {
     "blue": "#0072B2", "orange": "#E69F00", "bluish green": "#009E73", "vermillion": "#D55E00",
     "sky blue": "#56B4E9", "reddish purple": "#CC79A7", "yellow": "#F0E442", "black": "#000000",
@@ -313,6 +311,3 @@ def plot_retry_settings(grid: pd.DataFrame, *, title: str) -> tuple[Axes, Axes]:
     extra.legend(loc="lower left", frameon=False)
     fig.suptitle(title)
     return extra, lost
-
-# In a notebook, every figure's PNG carries its description as alt text (what it shows, for the site's readers).
-attach_to_figures()
