@@ -164,6 +164,8 @@ def test_an_older_copy_is_reported_and_refreshed_with_the_answers_carried_over(c
     kept = nbformat.read(done.backup, as_version=4)
     assert answer_cells(kept)[0].source == "doubled = [n * 2 for n in numbers]"
     assert older_copies(mine, course) == []
+    [again] = refresh(mine, ["00_tiny"], course)  # within the same second: the first backup stays
+    assert again.backup != done.backup and done.backup.exists() and again.carried == ["check_doubled"]
 
 
 def test_an_answer_whose_exercise_the_new_version_dropped_stays_in_the_backup(course, tmp_path):

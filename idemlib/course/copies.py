@@ -158,9 +158,13 @@ def refresh(folder: Path, names: list[str] | None = None, lessons: Path | None =
                    if key in new_cells and not (cell.cell_type == "code" and is_blank(cell))]
         for key in carried:
             new_cells[key].source = kept[key].source
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H%M%S")
-        backup = folder / BACKUPS / f"{target.stem} {stamp}.ipynb"
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        backup = folder / BACKUPS / f"{target.stem}.{stamp}.ipynb"
         backup.parent.mkdir(exist_ok=True)
+        for second in range(2, 1000):  # refreshed twice within a second: a backup is never replaced
+            if not backup.exists():
+                break
+            backup = backup.with_name(f"{target.stem}.{stamp}-{second}.ipynb")
         target.replace(backup)
         _write_new(new, target)
         left = [key for key, cell in kept.items() if key not in new_cells and not is_blank(cell)]
