@@ -301,3 +301,50 @@ def test_the_full_lesson_offers_nothing_since_its_solution_is_just_above(course,
     verdict = judged("check_doubled", right("Doubled."))
     assert verdict._repr_mimebundle_()["text/plain"] == repr(verdict)
     assert "<details" not in verdict._repr_html_()
+
+
+# make lab itself.
+
+def lab_command(folder: Path, port: int) -> list[str]:
+    """The JupyterLab command ``make lab`` runs (read from ``make -n``), for a learner's folder ``folder``."""
+    printed = subprocess.run(["make", "-n", "lab", f"MY_LESSONS={folder}", f"LAB_ARGS=--no-browser --port {port}"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    copy, lab = [line for line in printed.replace("\\\n", " ").splitlines() if "idemlib.course copy" in line
+                 or "jupyter lab" in line]
+    assert copy.split() == [".venv/bin/python", "-m", "idemlib.course", "copy", str(folder)]
+    command = lab.split("jupyter lab", 1)[1].split(";")[0].split()
+    return [str(ROOT / ".venv" / "bin" / "jupyter"), "lab", *command]
+
+
+def test_make_lab_prints_a_url_that_opens_the_learners_lesson_00(tmp_path):
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    mine = tmp_path / "mine"
+    make_copies(mine, LESSONS)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = lab_command(mine, port)
+    assert ("--allow-root" in command) == (os.geteuid() == 0)
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    lab = subprocess.Popen([*command, "--ServerApp.ip=127.0.0.1"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        url, page = None, ""
+        for line in lab.stderr:
+            if found := re.search(rf"(http://127\.0\.0\.1:{port}/\S+)", line):
+                url = found.group(1)
+                break
+        assert url and url.split("?")[0].endswith("/lab/tree/00_start_here.ipynb"), url
+        for _ in range(60):  # the URL is printed as the server starts listening
+            try:
+                page = urllib.request.urlopen(url, timeout=60).read().decode()
+                break
+            except urllib.error.URLError:
+                time.sleep(0.5)
+        assert '"treePath": "00_start_here.ipynb"' in page
+    finally:
+        lab.terminate()
+        lab.wait(timeout=60)
