@@ -33,8 +33,16 @@ $(STAMP): pyproject.toml
 $(LAB_SETTINGS): jupyter/overrides.json $(STAMP)
 	install -D -m 644 jupyter/overrides.json $@
 
+# The learner's own copies of the lessons (answers blank), made on first use and never overwritten:
+# git ignores the folder and `make clean` leaves it. JupyterLab opens in it, on lesson 00, through its
+# default URL (LabApp's, from which JupyterLab sets the server's), so the URL it prints opens lesson 00
+# with --no-browser too; a file argument would reach only the browser JupyterLab starts itself.
+MY_LESSONS ?= my-lessons
+
 lab: $(STAMP) $(LAB_SETTINGS)
-	$(OWN_SERVERS) $(BIN)/jupyter lab notebooks/00_start_here.ipynb $(ROOT_FLAG) $(LAB_ARGS); $(STOP_SERVERS)
+	$(BIN)/python -m idemlib.course copy $(MY_LESSONS)
+	$(OWN_SERVERS) $(BIN)/jupyter lab --ServerApp.root_dir=$(MY_LESSONS) --LabApp.default_url=/lab/tree/00_start_here.ipynb \
+		$(ROOT_FLAG) $(LAB_ARGS); $(STOP_SERVERS)
 
 # Four workers (pytest-xdist), even on 2 cores: the tests wait on kernels, servers and sandboxes'
 # time limits about as much as they compute. Each lesson is still executed once a run (tests/conftest.py).

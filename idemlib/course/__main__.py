@@ -1,7 +1,13 @@
-"""The course's commands: ``python -m idemlib.course html|student|grade|nav``.
+"""The course's commands: ``python -m idemlib.course html|student|copy|refresh|grade|nav``.
 
-``make html``, ``make student`` and ``make grade`` call this; it sits above
-publishing and grading so neither needs the other.
+``make html``, ``make student``, ``make lab`` (``copy my-lessons``) and ``make grade`` call this;
+it sits above publishing and grading so neither needs the other.
+
+``copy FOLDER [--from LESSONS]`` makes the learner's own copy of every lesson FOLDER lacks (answers
+blank) and never touches one that exists; ``refresh FOLDER [NN ...]`` replaces older copies by the
+lesson's new version with the learner's answers carried over. Both need only the full lessons'
+folder (``--from``, ``IDEMLIB_LESSONS``, or the course's ``notebooks/``), not a writable package:
+a JupyterHub image runs ``python -m idemlib.course copy ~/lessons --from /srv/course/notebooks``.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from idemlib.course.copies import make_copies, refresh, status_report
 from idemlib.course.grade import grade_folder
 from idemlib.course.lessons import ROOT, fold_solutions, write_navigation
 from idemlib.course.publish import build_student
@@ -18,10 +25,15 @@ from idemlib.course.site import build_html
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m idemlib.course", description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["html", "student", "grade", "nav"],
-                        help="the static site, student copies, grades of handed-in copies, or the lessons' navigation and folded solutions")
+    parser.add_argument("what", choices=["html", "student", "copy", "refresh", "grade", "nav"],
+                        help="the static site, student copies, a learner's own copies (made once) or their refresh, "
+                             "grades of handed-in copies, or the lessons' navigation and folded solutions")
     parser.add_argument("folder", nargs="?", type=Path,
-                        help="html/student: where to write (default build/html or build/student); grade: the submissions")
+                        help="html/student/copy/refresh: where to write (default build/html, build/student, my-lessons); "
+                             "grade: the submissions")
+    parser.add_argument("names", nargs="*", help="refresh: the lessons to refresh (01 or its file name; default every older copy)")
+    parser.add_argument("--from", dest="lessons", type=Path,
+                        help="copy/refresh: the full lessons' folder (default IDEMLIB_LESSONS, else the course's notebooks/)")
     parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "grades", help="grade: where to write the table")
     parser.add_argument("--cell-seconds", type=int, default=60, help="grade: time limit for one answer or check")
@@ -42,6 +54,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.what == "nav":
         changed = set(write_navigation()) | set(fold_solutions())
         print(f"navigation and folded solutions rewritten in {len(changed)} lessons")
+        return
+    if args.what in ("copy", "refresh"):
+        folder = args.folder or Path("my-lessons")
+        try:
+            if args.what == "refresh":
+                for done in refresh(folder, args.names, args.lessons):
+                    print(f"{done.name}: the new version, with {len(done.carried)} of your answers carried over; "
+                          f"your old copy is {done.backup}"
+                          + (f"; answers to exercises it no longer has ({', '.join(done.left_behind)}) stay there"
+                             if done.left_behind else ""))
+            print(status_report(folder, make_copies(folder, args.lessons)))
+        except (FileNotFoundError, ValueError) as error:
+            raise SystemExit(f"{args.what}: {error}") from None
         return
     out = args.folder or ROOT / "build" / args.what
     if args.what == "html":

@@ -66,8 +66,8 @@ def write_navigation(lessons: list[Path] | None = None) -> list[Path]:
 
 
 def fold_solutions(lessons: list[Path] | None = None) -> list[Path]:
-    """Fold every solution cell (its source hidden until clicked) in the lessons a learner opens in JupyterLab;
-    returns the lessons changed. A student copy unfolds its blanks again."""
+    """Fold every solution cell (its source hidden until clicked) in the full lessons, as a teacher opens them
+    in JupyterLab; returns the lessons changed. A learner's or student's copy has open blanks instead."""
     changed = []
     for path in lessons or lesson_paths():
         notebook = nbformat.read(path, as_version=4)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +23,9 @@ from traitlets.config import Config
 
 from idemlib.course.lessons import lesson_paths
 
+# What a lesson links to or reads while it runs, besides the other lessons: a copy without them has
+# dead glossary links and figures without the course's palette, so every copy takes them along.
+SUPPORT_FILES = ("GLOSSARY.md", "matplotlibrc")
 STUB_NOTE = "# Your answer: replace ... below, run this cell, then run the check underneath."
 
 
@@ -87,13 +91,25 @@ def student_copy(notebook: NotebookNode, lesson: str = "") -> NotebookNode:
 
 
 def build_student(out: Path, lessons: Iterable[Path] | None = None) -> list[Path]:
-    """Write a student copy of every lesson into ``out``; returns the files written."""
+    """Write a student copy of every lesson into ``out``, with the files the lessons link or read
+    (:data:`SUPPORT_FILES`), so the folder works on its own; returns the copies written."""
     out.mkdir(parents=True, exist_ok=True)
+    lessons = list(lessons or lesson_paths())
     written = []
-    for path in lessons or lesson_paths():
+    for path in lessons:
         target = out / path.name
         nbformat.write(student_copy(nbformat.read(path, as_version=4), path.stem), target)
         written.append(target)
+    copy_support_files({path.parent for path in lessons}, out)
     return written
+
+
+def copy_support_files(folders: Iterable[Path], out: Path) -> None:
+    """Bring the lessons' :data:`SUPPORT_FILES` from ``folders`` into ``out`` where they differ."""
+    for folder in folders:
+        for name in SUPPORT_FILES:
+            if (folder / name).exists() and not ((out / name).exists()
+                                                 and (out / name).read_bytes() == (folder / name).read_bytes()):
+                shutil.copyfile(folder / name, out / name)
 
 

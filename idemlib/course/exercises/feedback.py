@@ -72,11 +72,21 @@ class Feedback:
             f"<b style='color:{colour}'>{mark}:</b> {html.escape(self.message)}")
         return (f'<div class="idemlib-feedback" style="border-left:4px solid {colour};padding:4px 10px;'
                 f'background:#ffffff;color:#202124">'
-                f"{body}</div>")
+                f"{body}{self._solution()[0]}</div>")
+
+    def _solution(self) -> tuple[str, str]:
+        """What a judged verdict offers (HTML, text): its exercise's solution, read from the full lesson
+        (:mod:`idemlib.course.solutions`); nothing for a blank or unjudged answer, or in the full lesson."""
+        if self.verdict not in ("right", "wrong") or not self.exercise:
+            return "", ""
+        from idemlib.course.solutions import offer  # only on display: checks and grading never need it
+
+        found = offer(self.exercise, self.correct)
+        return (found[0], "\n" + found[1]) if found else ("", "")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {
-            "text/plain": repr(self),
+            "text/plain": repr(self) + self._solution()[1],
             "text/html": self._repr_html_(),
             VERDICT_MIME: {"exercise": self.exercise, "verdict": self.verdict, "message": self.message},
         }
