@@ -119,9 +119,11 @@ class ChargesApi:
     _drops_left: int = 0
     _holds: list[threading.Event] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _changed: threading.Condition = field(init=False)
 
     def __post_init__(self) -> None:
         self._drops = random.Random(self.seed)
+        self._changed = threading.Condition(self._lock)  # notified when a key is claimed or a hold is taken
         self.keys = KeyStore(self.payments, retention_seconds=self.behaviour.retention_seconds,
                              replays_errors=self.behaviour.replays_errors, in_progress_seconds=self.in_progress_seconds)
         self.orders = OrderStatuses(self.payments)
@@ -148,10 +150,6 @@ class ChargesApi:
         with self._lock:
             self._holds.append(gate)
         return gate
-
-    def _pending_holds(self) -> int:
-        with self._lock:
-            return len(self._holds)
 
     def drop_next_responses(self, count: int = 1) -> None:
         """The next ``count`` charges are done and stored, but the connection closes before the answer is sent."""
@@ -180,6 +178,8 @@ class ChargesApi:
                               "operation; this server documents its key format at /problems/idempotency-key-required.")
             return (*self._charge(client, body, None), False)
         decision, record = self.keys.claim(client, key, fingerprint(body), self.clock.now())
+        with self._changed:
+            self._changed.notify_all()
         if decision == "busy":
             raise Refused(self.behaviour.in_progress_status, "Request in progress",
                           f"A request with Idempotency-Key {key!r} and this body is still being processed.")
@@ -202,11 +202,12 @@ class ChargesApi:
 
     def _charge(self, client: str, body: dict[str, Any], claim: KeyRecord | None) -> tuple[int, dict[str, Any]]:
         """Do the work and, under a claim, store its answer in the same transaction; a failure is answered too."""
-        with self._lock:
+        with self._changed:
             gate = self._holds.pop(0) if self._holds else None
             outage = self._failures_left > 0
             if outage:
                 self._failures_left -= 1
+            self._changed.notify_all()
         if gate is not None:
             gate.wait(timeout=HOLD_LIMIT_SECONDS)
         time.sleep(self.work_seconds)
@@ -289,10 +290,9 @@ class ChargesApi:
         counts too: a request claims its key a moment before its charge takes the hold,
         and a second request sent in that moment would take the hold in its place.
         """
-        deadline = time.monotonic() + seconds
-        while not (any(stored == key for _, stored, _ in self.stored_keys()) and not self._pending_holds()):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        def ready() -> bool:  # called with the lock held
+            return not self._holds and any(stored == key for _, stored, _ in self.stored_keys())
+
+        with self._changed:
+            return self._changed.wait_for(ready, timeout=seconds)
 

@@ -14,6 +14,7 @@ again later never reuses a version an old request may still carry.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from idemlib.http.keys import retry_conflicts
@@ -53,6 +54,9 @@ class OrderStatuses:
 
     def __init__(self, database: DuckDBPayments) -> None:
         self.database = database
+        # One writer at a time: the version check and the write conflict in DuckDB when concurrent
+        # requests make both at once, and this server is one process.
+        self._writing = threading.Lock()
         database.connect().execute(ORDERS_SCHEMA)
 
     def read(self, order_id: int) -> tuple[str | None, int | None]:
@@ -76,7 +80,8 @@ class OrderStatuses:
 
         try:
             # Setting or removing a value is safe to repeat, so a write conflict with a concurrent request is retried.
-            version = retry_conflicts(self.database, change)
+            with self._writing:
+                version = retry_conflicts(self.database, change)
         except (WriteConflict, *self.database.conflict_errors):
             raise busy() from None
         return 200, {"order_id": order_id, "status": status}, etag(version)
