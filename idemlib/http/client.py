@@ -33,11 +33,13 @@ class Client:
 
     ``token`` is the bearer token the server issued to this client
     (:meth:`ChargesApi.issue_token`); ``client_id`` is sent as ``X-Client-Id``, which
-    only the deliberately naive server of lesson 08 believes.
+    only the deliberately naive server of lesson 08 believes. ``timeout`` is longer
+    than a held charge can be held (``HOLD_LIMIT_SECONDS``), so that a request a lesson
+    holds at work is never given up by its own client, however busy the machine.
     """
 
     def __init__(self, url: str, token: str | None = None, *, client_id: str | None = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 60.0) -> None:
         host, port = url.removeprefix("http://").split(":")
         self.host, self.port, self.timeout = host, int(port), timeout
         self.identity = ({"Authorization": f"Bearer {token}"} if token is not None else {}) | (
