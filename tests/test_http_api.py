@@ -23,8 +23,13 @@ def api():
 @pytest.fixture
 def client(api):
     server = serve(api)
-    yield Client(server.url)
+    yield Client(server.url, api.issue_token("shop-1"))
     server.stop()
+
+
+def shop(api, url, name="shop-1"):
+    """A client of the server at ``url``, authenticated as ``name``."""
+    return Client(url, api.issue_token(name))
 
 
 def test_a_retry_after_a_dropped_answer_gets_the_stored_result_marked_as_a_replay(api, client):
@@ -39,7 +44,7 @@ def test_without_a_key_a_retry_charges_twice_under_stripe_rules():
     api = ChargesApi(behaviours()["stripe-v1"])
     with serve(api) as server:
         api.drop_next_responses()
-        attempts = Client(server.url).post_charge(CHARGE)
+        attempts = shop(api, server.url).post_charge(CHARGE)
     assert [a.status for a in attempts] == [None, 201]
     assert api.payments.total_charged() == 80
 
@@ -74,7 +79,7 @@ def test_concurrent_duplicates_execute_once_and_the_rest_get_409_or_the_stored_r
 
 def test_keys_are_scoped_to_the_client_that_sent_them(api, client):
     client.post_charge(CHARGE, key="m-7f3")
-    [other] = Client(client_url(client), "shop-2").post_charge(CHARGE, key="m-7f3")
+    [other] = shop(api, client_url(client), "shop-2").post_charge(CHARGE, key="m-7f3")
     assert other.status == 201 and not other.replayed
     assert api.executions == 2
 
@@ -96,7 +101,7 @@ def test_a_failed_charge_is_replayed_under_stripe_v1_and_run_again_under_the_oth
     api = ChargesApi(behaviours()[rules])
     with serve(api) as server:
         api.fail_next()
-        client = Client(server.url)
+        client = shop(api, server.url)
         first = client.post_charge(CHARGE, key="k")[-1]
         second = client.post_charge(CHARGE, key="k")[-1]
     assert first.status == 500 and (second.status, second.replayed, api.executions) == retried
@@ -109,7 +114,7 @@ def test_a_failed_charge_without_a_key_says_nothing_was_charged():
     api = ChargesApi(behaviours()["stripe-v1"])
     with serve(api) as server:
         api.fail_next()
-        [attempt] = Client(server.url).post_charge(CHARGE)
+        [attempt] = shop(api, server.url).post_charge(CHARGE)
     assert attempt.status == 500 and "nothing was charged" in attempt.body["detail"] and api.stored_keys() == []
 
 
@@ -130,11 +135,11 @@ def test_the_hold_goes_to_the_request_that_claimed_the_key_however_slowly_it_rea
     can be long. A request with another key sent after wait_for_key must not take the hold in its place."""
     charge, calls = ChargesApi._charge, []
 
-    def slow_first(self, body, claim):
+    def slow_first(self, client, body, claim):
         calls.append(claim.key)
         if len(calls) == 1:
             time.sleep(0.5)  # claimed, not yet at its charge
-        return charge(self, body, claim)
+        return charge(self, client, body, claim)
 
     monkeypatch.setattr(ChargesApi, "_charge", slow_first)
     gate = api.hold_next()
@@ -170,10 +175,12 @@ def test_bad_input_gets_a_clear_problem_details_400_and_nothing_is_stored(api, c
     assert api.stored_keys() == [] and api.executions == 0
 
 
-def test_a_quoted_key_as_the_draft_writes_it_is_the_same_key(api, client):
-    client.post_charge(CHARGE, key='"m-7f3"')
-    [again] = client.post_charge(CHARGE, key="m-7f3")
-    assert again.replayed
+def test_the_client_sends_its_key_as_the_structured_field_string_the_draft_requires(api, client):
+    [first] = client.post_charge(CHARGE, key='m-7f3 "quoted\\"')  # a space, quotes and a backslash: escaped
+    assert first.status == 400 and "space" in first.body["detail"]  # the space breaks this server's policy only
+    client.post_charge(CHARGE, key='m-7f3"q\\')
+    assert api.stored_keys() == [("shop-1", 'm-7f3"q\\', 201)]  # stored unescaped
+    assert client.request("POST", "/charges", CHARGE, {"Idempotency-Key": '"m-7f3\\"q\\\\"'}).replayed
 
 
 def test_put_and_delete_need_no_key_because_repeating_them_changes_nothing(api, client):
@@ -216,10 +223,10 @@ def test_a_handler_failure_is_answered_500_and_leaves_no_key_in_progress(monkeyp
     failing_charge_once(monkeypatch)
     api = ChargesApi(behaviours()[rules])
     with serve(api) as running:
-        first = Client(running.url).post_charge(CHARGE, key="m-7f3")[0]
+        first = shop(api, running.url).post_charge(CHARGE, key="m-7f3")[0]
         assert (first.status, first.body["status"], first.body["title"]) == (500, 500, "Charge failed")
         assert api.stored_keys() == [("shop-1", "m-7f3", 500)]  # recorded, never left in progress
-        retry = Client(running.url).post_charge(CHARGE, key="m-7f3")[0]
+        retry = shop(api, running.url).post_charge(CHARGE, key="m-7f3")[0]
     assert retry.status == retry_status and api.executions == executions
 
 
@@ -236,7 +243,7 @@ def record(**changes):
 @pytest.mark.parametrize(("found", "now", "replays_errors", "decision"), [
     (None, 0.0, True, "new"),
     (record(), 59.0, True, "busy"),
-    (record(fingerprint="other"), 59.0, True, "busy"),  # in progress comes first: 409 before 422
+    (record(fingerprint="other"), 59.0, True, "mismatch"),  # another payload is the draft's 422, even in flight
     (record(), 60.0, True, "takeover"),
     (record(fingerprint="other"), 60.0, True, "mismatch"),
     (record(deadline=None, status=201, body={}), 10.0, True, "replay"),
@@ -269,7 +276,7 @@ def together(count, send):
 def test_under_stripe_v2_eight_simultaneous_retries_after_a_stored_failure_execute_once():
     api = ChargesApi(behaviours()["stripe-v2"])
     with serve(api) as running:
-        client = Client(running.url)
+        client = shop(api, running.url)
         api.fail_next()
         assert client.post_charge(CHARGE, key="k")[-1].status == 500
         api.work_seconds = 0.2
@@ -324,8 +331,9 @@ CHILD = """
 import sys, time
 from idemlib.http import ChargesApi, serve
 from idemlib.stores import DuckDBPayments
-server = serve(ChargesApi(payments=DuckDBPayments(sys.argv[1]), work_seconds=60))
-print(server.url, flush=True)
+api = ChargesApi(payments=DuckDBPayments(sys.argv[1]), work_seconds=60)
+server = serve(api)
+print(server.url, api.issue_token("shop-1"), flush=True)
 time.sleep(120)
 """
 
@@ -334,8 +342,8 @@ def test_a_server_killed_after_the_claim_leaves_a_key_that_a_retry_takes_over_af
     path = str(tmp_path / "keys.duckdb")
     child = subprocess.Popen([sys.executable, "-c", CHILD, path], stdout=subprocess.PIPE, text=True)
     try:
-        url = child.stdout.readline().strip()
-        impatient = Client(url, timeout=1.0)
+        url, token = child.stdout.readline().split()
+        impatient = Client(url, token, timeout=1.0)
         [first] = impatient.post_charge(CHARGE, key="m-7f3", retries=0)  # claims, then works for a minute
         assert first.status is None
         give_up = time.monotonic() + 20
@@ -348,7 +356,7 @@ def test_a_server_killed_after_the_claim_leaves_a_key_that_a_retry_takes_over_af
     api = ChargesApi(payments=DuckDBPayments(path))
     assert api.stored_keys() == [("shop-1", "m-7f3", None)] and api.executions == 0  # stuck in progress, nothing charged
     with serve(api) as running:
-        client = Client(running.url)
+        client = shop(api, running.url)
         assert client.post_charge(CHARGE, key="m-7f3")[0].status == 409  # before the deadline: still in progress
         api.clock.advance(api.in_progress_seconds)
         answers = together(4, lambda: client.post_charge(CHARGE, key="m-7f3")[0])

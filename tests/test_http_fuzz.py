@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http_raw import RawAnswer, http_request, is_problem, raw_request
 
 from idemlib.http import ChargesApi, serve
+from idemlib.http.fields import FieldError, parse_key
 from idemlib.provider import behaviours
 
 SEED = 10
@@ -40,28 +41,37 @@ def body_for(rng: random.Random) -> bytes:
     ])()
 
 
-def request_for(rng: random.Random, number: int) -> tuple[bytes, tuple[str, str] | None, bool]:
+def carried_key(value: str | None) -> str | None:
+    """The key a field value carries for the server, None if it carries none or fails the parse."""
+    try:
+        return parse_key([value]) if value is not None else None
+    except FieldError:
+        return None
+
+
+def request_for(rng: random.Random, number: int, tokens: dict[str, str]) -> tuple[bytes, tuple[str, str] | None, bool]:
     """A request's bytes, the (client, key) it carries if any, and whether it leaves its body unfinished.
 
-    Half are well-formed charges with a pooled key; in the other half every part may be wrong.
+    Half are well-formed charges with a pooled key; in the other half every part may be wrong,
+    the credentials too (none, or a token the server never issued).
     """
     if rng.random() < 0.5:
         client = rng.choice(CLIENTS)
         key = f"{client}-{rng.randrange(KEYS)}"
         body = json.dumps({"order_id": 1042, "amount": rng.choice([40, 40, 40, 80])}).encode()
-        return (http_request("POST", "/charges", body, {"X-Client-Id": client, "Idempotency-Key": key}),
+        return (http_request("POST", "/charges", body, {"Idempotency-Key": f'"{key}"'}, token=tokens[client]),
                 (client, key), False)
     method = rng.choice(["POST"] * 8 + ["PUT", "DELETE", "GET", "HEAD", "BREW"])
     path = rng.choice(["/charges"] * 8 + ["/orders/1042/status", "/orders/²/status", "/orders/9999999999/status",
                                           "/nowhere", "/charges/../charges"])
     body = body_for(rng)
     headers: dict[str, str] = {}
-    client = rng.choice(CLIENTS + ["bad client", None])
-    if client is not None:
-        headers["X-Client-Id"] = client
+    client = rng.choice(CLIENTS + ["stranger", None])
+    token = tokens.get(client or "", "a-token-never-issued" if client else None)
     # Keys name their client, so that a charge's message_id (the key) tells whose it was.
     mine = [f"{client}-{n}" for n in range(KEYS)]
-    key = rng.choice(mine + [None, "", "x" * 300, "with space", f'"{rng.choice(mine)}"', f"fresh-{number}"])
+    key = rng.choice([f'"{k}"' for k in mine] + [None, '""', '"' + "x" * 300 + '"', '"with space"', rng.choice(mine),
+                                                 f'"{rng.choice(mine)}", "x"', '"unbalanced', f'"fresh-{number}"'])
     if key is not None:
         headers["Idempotency-Key"] = key
     length = rng.choice([None] * 10 + ["abc", "-1", "9" * 20, "²", "1e2", "0", str(len(body) + 7), "99999999"])
@@ -69,14 +79,16 @@ def request_for(rng: random.Random, number: int) -> tuple[bytes, tuple[str, str]
         headers["Transfer-Encoding"] = "chunked"
     unfinished = length is not None and length.isdigit() and length.isascii() and int(length) > len(body) \
         and int(length) < 1000 and rng.random() < 0.3
-    carried = (client or "anonymous", key.strip('"')) if key else None
-    return http_request(method, path, body, headers, length=length), carried, unfinished
+    parsed = carried_key(key)
+    carried = (client, parsed) if client in tokens and parsed is not None else None
+    return http_request(method, path, body, headers, length=length, token=token), carried, unfinished
 
 
 def test_fuzzed_requests_sent_concurrently_are_all_answered_and_nothing_is_charged_twice():
     rng = random.Random(SEED)
-    cases = [request_for(rng, number) for number in range(REQUESTS)]
     api = ChargesApi(behaviours()["stripe-v2"], work_seconds=0.01)  # v2: keys optional, failures run again
+    tokens = {client: api.issue_token(client) for client in CLIENTS}
+    cases = [request_for(rng, number, tokens) for number in range(REQUESTS)]
     api.fail_next(5)
     with serve(api, client_timeout=0.3) as server, ThreadPoolExecutor(8) as pool:
         answers: list[RawAnswer] = list(pool.map(

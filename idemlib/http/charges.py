@@ -2,13 +2,12 @@
 
 ``POST /charges`` is not idempotent: two identical requests make two charges. A
 client that retries after a timeout therefore sends an ``Idempotency-Key`` header,
-and the server stores the outcome of the first request under that key (scoped to
-the client that sent it, see :mod:`idemlib.http.keys`). A repeat gets the stored
-outcome, marked as a replay, instead of a second execution.
+and the server stores the outcome of the first request under that key, scoped to
+the client its bearer token authenticates (:mod:`idemlib.http.credentials`). A
+repeat gets the stored outcome, marked as a replay, instead of a second execution.
+A charge is a resource of its own, ``/charges/<id>``, which its client can read.
 
-``PUT`` and ``DELETE`` on an order's status need no key: HTTP defines them, and the
-safe methods (GET, HEAD, OPTIONS, TRACE), as idempotent (RFC 9110, section 9.2.2),
-and setting or removing a value twice leaves the same state as doing it once.
+An order's status (``PUT`` and ``DELETE``, no key needed) is :mod:`idemlib.http.orders`.
 
 Input is checked against what the database can hold before any work, and refused
 as a problem that says what to send instead; nothing is stored for it.
@@ -26,26 +25,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idemlib.clock import VirtualClock
+from idemlib.http import fields
+from idemlib.http.credentials import Credentials
 from idemlib.http.keys import KeyRecord, KeyStore, retry_conflicts
-from idemlib.http.problems import Refused, problem
+from idemlib.http.orders import OrderStatuses, etag, parse_status
+from idemlib.http.problems import Refused, busy, problem
 from idemlib.provider import Behaviour, behaviours
 from idemlib.stores import DuckDBPayments, PaymentsSession, WriteConflict
 from idemlib.stores.sql import Cursor
 
-MAX_KEY_LENGTH = 255
 MAX_ID = 2**31 - 1  # the INTEGER columns of the payments and order tables hold no more
-MAX_STATUS_LENGTH = 64
-HOLD_LIMIT_SECONDS = 10.0  # a held charge goes on after this long, even if nobody lets it go
-ORDERS_SCHEMA = "CREATE TABLE IF NOT EXISTS order_status (order_id INTEGER PRIMARY KEY, status VARCHAR NOT NULL)"
+HOLD_LIMIT_SECONDS = 30.0  # a held charge goes on after this long, even if nobody lets it go
+CHARGES_SCHEMA = """CREATE TABLE IF NOT EXISTS charges (
+    charge_id VARCHAR PRIMARY KEY,
+    client_id VARCHAR NOT NULL,  -- whose charge it is: only that client can read it
+    body      VARCHAR NOT NULL
+)"""
 
 
 class _TakenOver(Exception):
     """The claim a request worked under is no longer the key's: another request took it over."""
-
-
-def _busy() -> Refused:
-    return Refused(503, "Busy", "Concurrent requests kept this one from committing; nothing was changed. "
-                   "Retry in a moment, with the same key if it has one.", headers={"Retry-After": "1"})
 
 
 def fingerprint(body: dict[str, Any]) -> str:
@@ -53,30 +52,15 @@ def fingerprint(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def parse_token(raw: str | None, header: str) -> str | None:
-    """The value of an ``Idempotency-Key`` or ``X-Client-Id`` header, or None if absent; refuses a malformed one.
-
-    The IETF draft writes the key as a quoted string; a bare token is accepted too.
-    """
-    if raw is None:
-        return None
-    value = raw.strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        value = value[1:-1]
-    odd = next((c for c in value if not 33 <= ord(c) <= 126), None)
-    if not value or len(value) > MAX_KEY_LENGTH or odd is not None:
-        found = ("is empty" if not value else f"has {len(value)} characters" if len(value) > MAX_KEY_LENGTH
-                 else f"contains {'a space' if odd == ' ' else repr(odd)}")
-        raise Refused(400, f"Malformed {header}",
-                      f"An {header} must be 1 to {MAX_KEY_LENGTH} visible ASCII characters without spaces (this "
-                      f"server's rule); this one {found}. Generate one per operation, for example a UUID, and reuse it "
-                      "on retry.")
-    return value
-
-
-def parse_key(raw: str | None) -> str | None:
-    """The key from an ``Idempotency-Key`` header, or None if there is none; refuses a malformed one."""
-    return parse_token(raw, "Idempotency-Key")
+def parse_key(lines: list[str]) -> str | None:
+    """The key in a request's ``Idempotency-Key`` field lines, or None if there is none; 400 for a malformed one."""
+    try:
+        return fields.parse_key(lines)
+    except fields.FieldError as error:
+        raise Refused(400, "Malformed Idempotency-Key", f"This Idempotency-Key {error}. Send one Idempotency-Key, a "
+                      f'String of 1 to {fields.MAX_KEY_LENGTH} visible characters in double quotes, such as '
+                      '"8e03978e-40d5-43e8-bc93-6894a57f9324"; this server documents its key format at '
+                      "/problems/malformed-idempotency-key.") from None
 
 
 def parse_json(raw: bytes, example: str) -> Any:
@@ -107,7 +91,7 @@ def parse_order_id(segment: str) -> int:
     """The order ID in a path segment: ASCII digits (``isdigit`` also accepts ``²``) within the column's range."""
     if segment.isascii() and segment.isdigit() and 0 < int(segment) <= MAX_ID:
         return int(segment)
-    raise Refused(404, "Not found", f"No order {segment[:40]!r}: order IDs are whole numbers from 1 to {MAX_ID}. "
+    raise Refused(404, "Not Found", f"No order {segment[:40]!r}: order IDs are whole numbers from 1 to {MAX_ID}. "
                   "Use POST /charges, or PUT or DELETE /orders/<id>/status.")
 
 
@@ -119,7 +103,8 @@ class ChargesApi:
     pass at once) and times their in-progress deadline. ``work_seconds`` is real time
     spent on each charge, long enough for a concurrent duplicate to find the first
     request still in progress. ``in_progress_seconds`` is the course's choice of
-    deadline, far longer than any charge here takes.
+    deadline, far longer than any charge here takes. ``credentials`` issues the
+    bearer tokens that say which client a request comes from.
     """
 
     behaviour: Behaviour = field(default_factory=lambda: behaviours()["ietf-draft"])
@@ -129,16 +114,20 @@ class ChargesApi:
     seed: int = 0
     payments: DuckDBPayments = field(default_factory=DuckDBPayments)
     in_progress_seconds: float = 60.0
+    credentials: Credentials = field(default_factory=Credentials)
     _failures_left: int = 0
     _drops_left: int = 0
     _holds: list[threading.Event] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _changed: threading.Condition = field(init=False)
 
     def __post_init__(self) -> None:
         self._drops = random.Random(self.seed)
+        self._changed = threading.Condition(self._lock)  # notified when a key is claimed or a hold is taken
         self.keys = KeyStore(self.payments, retention_seconds=self.behaviour.retention_seconds,
                              replays_errors=self.behaviour.replays_errors, in_progress_seconds=self.in_progress_seconds)
-        self.payments.connect().execute(ORDERS_SCHEMA)
+        self.orders = OrderStatuses(self.payments)
+        self.payments.connect().execute(CHARGES_SCHEMA)
         # Charge IDs go on from those already in the database, as after a restart.
         self._charge_ids = itertools.count(81 + self.executions)
 
@@ -162,10 +151,6 @@ class ChargesApi:
             self._holds.append(gate)
         return gate
 
-    def _pending_holds(self) -> int:
-        with self._lock:
-            return len(self._holds)
-
     def drop_next_responses(self, count: int = 1) -> None:
         """The next ``count`` charges are done and stored, but the connection closes before the answer is sent."""
         self._drops_left += count
@@ -178,36 +163,51 @@ class ChargesApi:
                 return True
             return self._drops.random() < self.drop_share
 
-    def post_charge(self, client: str, raw_key: str | None, raw_body: bytes) -> tuple[int, dict[str, Any], bool]:
-        """Handle ``POST /charges``: returns (status, body, replayed)."""
-        key = parse_key(raw_key)
+    def issue_token(self, client: str) -> str:
+        """A bearer token that authenticates ``client`` to this server (see :class:`Credentials`)."""
+        return self.credentials.issue(client)
+
+    def post_charge(self, client: str, key_lines: list[str], raw_body: bytes) -> tuple[int, dict[str, Any], bool]:
+        """Handle ``POST /charges`` from ``client`` with its ``Idempotency-Key`` field lines: (status, body, replayed)."""
+        key = parse_key(key_lines)
         body = parse_charge_body(raw_body)
         if key is None:
             if self.behaviour.key_required:
                 raise Refused(self.behaviour.missing_key_status, "Idempotency-Key required",
-                              "POST /charges needs an Idempotency-Key header: create a unique key (a UUID) before the "
-                              "first attempt and send the same key on every retry.")
-            return (*self._charge(body, None), False)
+                              "POST /charges needs an Idempotency-Key header, the same on every attempt of one "
+                              "operation; this server documents its key format at /problems/idempotency-key-required.")
+            return (*self._charge(client, body, None), False)
         decision, record = self.keys.claim(client, key, fingerprint(body), self.clock.now())
+        with self._changed:
+            self._changed.notify_all()
         if decision == "busy":
             raise Refused(self.behaviour.in_progress_status, "Request in progress",
-                          f"A request with Idempotency-Key {key!r} is still being processed. Retry after it finishes.")
+                          f"A request with Idempotency-Key {key!r} and this body is still being processed.")
         if decision == "mismatch":
             raise Refused(self.behaviour.mismatch_status, "Idempotency-Key reused with a different payload",
-                          f"Idempotency-Key {key!r} was first used with another request body. "
-                          "Use a new key for a new operation.")
+                          f"Idempotency-Key {key!r} was first used with another request body; this request "
+                          "changed nothing.")
         if decision == "replay":
             assert record is not None and record.status is not None and record.body is not None
             return record.status, record.body, True
-        return (*self._charge(body, record), False)
+        return (*self._charge(client, body, record), False)
 
-    def _charge(self, body: dict[str, Any], claim: KeyRecord | None) -> tuple[int, dict[str, Any]]:
+    def charge(self, client: str, charge_id: str) -> dict[str, Any]:
+        """``GET /charges/<id>``: the charge, for the client that made it; 404 for anyone else, as for no charge."""
+        rows = self.payments.connect().execute("SELECT body FROM charges WHERE charge_id = ? AND client_id = ?",
+                                               (charge_id, client)).fetchall()
+        if not rows:
+            raise Refused(404, "Not Found", f"You have no charge {charge_id[:40]!r}.")
+        return json.loads(rows[0][0])
+
+    def _charge(self, client: str, body: dict[str, Any], claim: KeyRecord | None) -> tuple[int, dict[str, Any]]:
         """Do the work and, under a claim, store its answer in the same transaction; a failure is answered too."""
-        with self._lock:
+        with self._changed:
             gate = self._holds.pop(0) if self._holds else None
             outage = self._failures_left > 0
             if outage:
                 self._failures_left -= 1
+            self._changed.notify_all()
         if gate is not None:
             gate.wait(timeout=HOLD_LIMIT_SECONDS)
         time.sleep(self.work_seconds)
@@ -221,6 +221,7 @@ class ChargesApi:
             session = PaymentsSession(cursor, self.payments)
             if status == 201:
                 session.charge(body["order_id"], body["amount"], claim.key if claim else result["id"])
+                cursor.execute("INSERT INTO charges VALUES (?, ?, ?)", (result["id"], client, json.dumps(result)))
             if claim is not None and not self.keys.complete(cursor, claim, status, result):
                 raise _TakenOver
 
@@ -229,12 +230,12 @@ class ChargesApi:
             return status, result
         except _TakenOver:
             raise Refused(self.behaviour.in_progress_status, "Request taken over",
-                          "This request outlived its claim on the key and another request took it over; nothing was "
-                          "charged by this one. Retry with the same key to receive the answer.") from None
+                          "This request outlived its claim on its Idempotency-Key, and a later request with the key "
+                          "took the work over; nothing was charged by this one.") from None
         except (WriteConflict, *self.payments.conflict_errors):  # still contested after rereads: nothing committed
             if claim is not None:
                 self.keys.settle(claim)
-            raise _busy() from None
+            raise busy() from None
         except Exception as error:  # a broken database or a bug: the effect rolled back, the key is settled
             failure = self._failure("Charge failed", f"The charge failed on the server ({type(error).__name__})",
                                     keyed=claim is not None)
@@ -257,32 +258,24 @@ class ChargesApi:
         return problem(500, title, f"{what}, and nothing was charged. Retry with the same key: the retry "
                        "runs the charge again.")
 
-    def put_status(self, order_id: int, raw_body: bytes) -> tuple[int, dict[str, Any]]:
-        """``PUT /orders/<id>/status``: set the status. Twice is the same as once; no key needed."""
-        body = parse_json(raw_body, '{"status": "PAID"}')
-        status = body.get("status") if isinstance(body, dict) else None
-        if not isinstance(status, str) or not 0 < len(status) <= MAX_STATUS_LENGTH or not status.isprintable():
-            raise Refused(400, "Invalid status", f'Send a JSON object such as {{"status": "PAID"}}: a status of 1 to '
-                          f"{MAX_STATUS_LENGTH} printable characters.")
-        self._write_status("INSERT OR REPLACE INTO order_status VALUES (?, ?)", (order_id, status))
-        return 200, {"order_id": order_id, "status": status}
+    def put_status(self, order_id: int, raw_body: bytes, if_match: str | None) -> tuple[int, dict[str, Any], str]:
+        """``PUT /orders/<id>/status``: set the status (no key needed), if ``If-Match`` allows; with the new ETag."""
+        return self.orders.write(order_id, parse_status(parse_json(raw_body, '{"status": "PAID"}')), if_match)
 
-    def delete_status(self, order_id: int) -> tuple[int, dict[str, Any]]:
-        """``DELETE /orders/<id>/status``: remove the status. Removing what is gone changes nothing."""
-        self._write_status("DELETE FROM order_status WHERE order_id = ?", (order_id,))
-        return 200, {"order_id": order_id, "status": None}
+    def delete_status(self, order_id: int, if_match: str | None) -> tuple[int, dict[str, Any], str]:
+        """``DELETE /orders/<id>/status``: remove the status, if ``If-Match`` allows. Removing what is gone changes nothing."""
+        return self.orders.write(order_id, None, if_match)
 
-    def _write_status(self, sql: str, parameters: tuple[Any, ...]) -> None:
-        # Setting or removing a value is safe to repeat, so a write conflict with a concurrent request is retried.
-        try:
-            retry_conflicts(self.payments, lambda cursor: cursor.execute(sql, parameters))
-        except (WriteConflict, *self.payments.conflict_errors):
-            raise _busy() from None
+    def get_status(self, order_id: int) -> tuple[int, dict[str, Any], str]:
+        """``GET /orders/<id>/status``: the status and its ETag; 404 if it has none."""
+        status, version = self.orders.read(order_id)
+        if status is None or version is None:
+            raise Refused(404, "Not Found", f"Order {order_id} has no status.")
+        return 200, {"order_id": order_id, "status": status}, etag(version)
 
     def order_status(self, order_id: int) -> str | None:
         """The status stored for ``order_id``, or None."""
-        rows = self.payments.connect().execute("SELECT status FROM order_status WHERE order_id = ?", (order_id,)).fetchall()
-        return rows[0][0] if rows else None
+        return self.orders.read(order_id)[0]
 
     def stored_keys(self) -> list[tuple[str, str, int | None]]:
         """Every stored key as (client, key, status); the status is None while the key is in progress."""
@@ -297,10 +290,9 @@ class ChargesApi:
         counts too: a request claims its key a moment before its charge takes the hold,
         and a second request sent in that moment would take the hold in its place.
         """
-        deadline = time.monotonic() + seconds
-        while not (any(stored == key for _, stored, _ in self.stored_keys()) and not self._pending_holds()):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        def ready() -> bool:  # called with the lock held
+            return not self._holds and any(stored == key for _, stored, _ in self.stored_keys())
+
+        with self._changed:
+            return self._changed.wait_for(ready, timeout=seconds)
 

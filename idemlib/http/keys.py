@@ -10,12 +10,13 @@ that commits leaves the answer beside its effect.
 What a later request does with the record it finds (:func:`decide`):
 
 - none, or one older than the retention period: the key is new (expiry);
+- another payload under the key: **mismatch**, even while the first request is
+  still at work (the draft's 409 is for a key *and* fingerprint already seen);
 - in progress, deadline not reached: **busy**, the first request is still at work;
 - in progress, deadline passed: **takeover**, the claimant died or hangs; its work
   never committed, so the takeover runs it exactly once;
 - completed: **replay** the stored answer, or, where failures are not replayed
-  (Stripe's v2 rules), **rerun** a stored failure after claiming the key again;
-- another payload under the key: **mismatch**.
+  (Stripe's v2 rules), **rerun** a stored failure after claiming the key again.
 
 Every change of state is a conditional write inside a transaction; when two
 requests write the same record at once, the engine refuses one of them (a write
@@ -76,10 +77,10 @@ def decide(found: KeyRecord | None, fingerprint: str, now: float, *, retention_s
     """What a request with ``fingerprint`` does at ``now`` with the record ``found`` under its key."""
     if found is None or now >= found.created_at + retention_seconds:
         return "new"
+    if found.fingerprint != fingerprint:  # the draft's 422, whether the first request is done or still at work
+        return "mismatch"
     if found.in_progress and found.deadline is not None and now < found.deadline:
         return "busy"
-    if found.fingerprint != fingerprint:
-        return "mismatch"
     if found.in_progress:
         return "takeover"
     if found.status is not None and found.status >= 500 and not replays_errors:

@@ -5,6 +5,15 @@ a Content-Length that is not a plain number, a body larger than the server reads
 a method the server does not serve, a client too slow to send its body (the socket
 times out), and a failure inside the application, which is a 500 with problem
 details rather than a connection closed in silence.
+
+What RFC 9112 asks of a server is kept: an HTTP/1.1 request without a ``Host`` field,
+or any request with two, is refused with 400 (section 3.2), and a target in
+absolute form (``POST http://host/charges``) is served like its path (3.2.2). Every
+request but a ``GET`` of ``/problems/<type>`` (the server's documentation of its
+problem types) is authenticated by its bearer token before its body is read.
+
+The resources: ``POST /charges``, ``GET /charges/<id>`` and
+``GET``/``PUT``/``DELETE /orders/<id>/status``.
 """
 
 from __future__ import annotations
@@ -16,14 +25,16 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
-from idemlib.http.charges import ChargesApi, parse_order_id, parse_token
-from idemlib.http.problems import PROBLEM_TYPE, Refused, problem
+from idemlib.http.charges import ChargesApi, parse_order_id
+from idemlib.http.problems import PROBLEM_TYPE, RFC9110_PHRASES, TYPES_PATH, Refused, documentation, phrase, problem
 
 REPLAY_HEADER = "Idempotent-Replayed"
 MAX_BODY_BYTES = 64 * 1024  # a charge is some 40 bytes; anything near this is not one
 CLIENT_TIMEOUT_SECONDS = 10.0
-Outcome = tuple[int, dict[str, Any], bool]
+Outcome = tuple[int, dict[str, Any] | str, dict[str, str], bool]  # status, body (JSON, or a page), headers, replayed
+HOST_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:[]%")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -34,6 +45,8 @@ class _Handler(BaseHTTPRequestHandler):
     # http.server assumes HTTP/0.9 until it has read a request line, and answers a
     # malformed one without a status line; this server speaks HTTP/1.0 to everyone.
     default_request_version = "HTTP/1.0"
+    responses = {**BaseHTTPRequestHandler.responses,
+                 **{code: (name, BaseHTTPRequestHandler.responses[code][1]) for code, name in RFC9110_PHRASES.items()}}
 
     def setup(self) -> None:
         self.timeout = self.server.client_timeout  # every read and write on the socket waits at most this long
@@ -44,7 +57,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own refusals (a malformed request line, headers too long, an unknown method) as problem details."""
-        short, long = self.responses.get(code, ("Error", ""))
+        long = self.responses.get(code, ("", ""))[1]
+        short = phrase(code)
         if code == 501:
             detail = f"This server does not serve {self.command[:40]!r}: use POST /charges, or PUT or DELETE /orders/<id>/status."
         else:  # http.server's message may quote the whole request line; a few words of it are enough
@@ -52,10 +66,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self._reply(code, problem(code, short, detail))
 
-    def _reply(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        payload = json.dumps(body).encode()
+    def _reply(self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None) -> None:
+        """Send the answer: JSON (problem details for an error), or a page of plain text."""
+        payload = (body if isinstance(body, str) else json.dumps(body)).encode()
         self.send_response(status)
-        self.send_header("Content-Type", PROBLEM_TYPE if status >= 400 else "application/json")
+        self.send_header("Content-Type", "text/plain; charset=utf-8" if isinstance(body, str)
+                         else PROBLEM_TYPE if status >= 400 else "application/json")
         self.send_header("Content-Length", str(len(payload)))
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -79,7 +95,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise Refused(400, "Bad Content-Length", f"Content-Length must be one number of bytes, such as 33; got "
                           f"{', '.join(sorted(lengths))[:40]!r}.", close=True)
         if int(length) > MAX_BODY_BYTES:
-            raise Refused(413, "Content too large", f"The body may be at most {MAX_BODY_BYTES} bytes; a charge is a small "
+            raise Refused(413, phrase(413), f"The body may be at most {MAX_BODY_BYTES} bytes; a charge is a small "
                           'JSON object such as {"order_id": 1042, "amount": 40}.', close=True)
         body = self._read(int(length))
         if len(body) < int(length):
@@ -102,13 +118,24 @@ class _Handler(BaseHTTPRequestHandler):
         return b"".join(chunks)
 
     def parse_request(self) -> bool:
-        """http.server's reading of the request line and headers, with a 408 for headers that stop arriving."""
+        """http.server's reading of the request line and headers, with a 408 for headers that stop arriving,
+        and a 400 for an HTTP/1.1 request without exactly one valid ``Host`` field (RFC 9112, section 3.2)."""
         try:
-            return super().parse_request()
+            if not super().parse_request():
+                return False
         except TimeoutError:
             self.close_connection = True
             self._reply(408, _timeout(self.server.client_timeout, "the headers"))
             return False
+        hosts = self.headers.get_all("Host", [])
+        valid = all(set(host.strip()) <= HOST_CHARACTERS for host in hosts)
+        if len(hosts) > 1 or not valid or (not hosts and self.request_version != "HTTP/1.0"):
+            found = "no Host field" if not hosts else f"{len(hosts)} Host fields" if len(hosts) > 1 else "an invalid Host"
+            self.close_connection = True
+            self._reply(400, problem(400, "One Host field required", f"An HTTP/1.1 request carries exactly one Host "
+                                     f"field, naming the server it is for; this one has {found}."))
+            return False
+        return True
 
     def _drain(self) -> None:
         """Read and drop what the client still sends of a refused body (for a moment at most).
@@ -127,33 +154,59 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client is gone or slow; the answer was sent
 
-    def _route(self) -> tuple[str, int | None]:
-        """Which resource the path names, ``charges`` or ``status`` (with the order ID), else 404."""
-        parts = self.path.split("/")
-        if self.path == "/charges":
-            return "charges", None
+    def _target(self) -> str:
+        """The request's path: the target itself (origin form), or the path of an absolute-form target (RFC 9112, 3.2.2)."""
+        if self.path.lower().startswith(("http://", "https://")):
+            parts = urlsplit(self.path)
+            return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return self.path
+
+    def _route(self, path: str) -> tuple[str, str]:
+        """Which resource the path names (``charges``, ``charge``, ``status``, ``problem``) and its ID; else 404."""
+        parts = path.split("/")
+        if path == "/charges":
+            return "charges", ""
+        if len(parts) == 3 and parts[0] == "" and parts[1] == "charges" and parts[2]:
+            return "charge", parts[2]
         if len(parts) == 4 and parts[0] == "" and parts[1] == "orders" and parts[3] == "status":
-            return "status", parse_order_id(parts[2])
-        raise Refused(404, "Not found", "Use POST /charges, or PUT or DELETE /orders/<id>/status.")
+            return "status", parts[2]
+        if path.startswith(TYPES_PATH) and path.count("/") == 2:
+            return "problem", path.removeprefix(TYPES_PATH)
+        raise Refused(404, phrase(404), "Use POST /charges, GET /charges/<id>, or GET, PUT or DELETE "
+                      "/orders/<id>/status.")
 
     def _serve(self) -> Outcome:
-        resource, order_id = self._route()
-        allowed = {"charges": ("POST",), "status": ("PUT", "DELETE")}[resource]
+        path = self._target()
+        resource, name = self._route(path)
+        allowed = {"charges": ("POST",), "charge": ("GET", "HEAD"), "status": ("GET", "HEAD", "PUT", "DELETE"),
+                   "problem": ("GET", "HEAD")}[resource]
         if self.command not in allowed:
-            raise Refused(405, "Method not allowed", f"{self.path[:60]} accepts {' and '.join(allowed)} only.",
+            raise Refused(405, phrase(405), f"{path[:60]} accepts {', '.join(allowed)} only.",
                           headers={"Allow": ", ".join(allowed)})
         api = self.server.api
+        if resource == "problem":
+            if (page := documentation(name, api.behaviour.retention_seconds)) is None:
+                raise Refused(404, phrase(404), f"This server has no problem type {name[:40]!r}.")
+            return 200, page, {}, False
+        order_id = parse_order_id(name) if resource == "status" else 0
+        client = api.credentials.client_of(self.headers.get("Authorization"), self.headers.get("X-Client-Id"))
         if resource == "charges":
-            client = parse_token(self.headers.get("X-Client-Id"), "X-Client-Id") or "anonymous"
-            return api.post_charge(client, self.headers.get("Idempotency-Key"), self._body())
-        assert order_id is not None
-        if self.command == "PUT":
-            return (*api.put_status(order_id, self._body()), False)
-        return (*api.delete_status(order_id), False)
+            status, body, replayed = api.post_charge(client, self.headers.get_all("Idempotency-Key", []), self._body())
+            return status, body, {"Location": f"/charges/{body['id']}"} if status == 201 else {}, replayed
+        if resource == "charge":
+            return 200, api.charge(client, name), {}, False
+        if_match = self.headers.get("If-Match")
+        if self.command in ("GET", "HEAD"):
+            status, body, tag = api.get_status(order_id)
+        elif self.command == "PUT":
+            status, body, tag = api.put_status(order_id, self._body(), if_match)
+        else:
+            status, body, tag = api.delete_status(order_id, if_match)
+        return status, body, {"ETag": tag}, False
 
     def _handle(self) -> None:
         try:
-            status, body, replayed = self._serve()
+            status, body, headers, replayed = self._serve()
         except Refused as refused:
             self.close_connection = self.close_connection or refused.close
             self._reply(refused.status, refused.body, refused.headers)
@@ -167,19 +220,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except Exception as error:  # noqa: BLE001 - a bug must still be answered, never a silent close
             self.close_connection = True
-            self._reply(500, problem(500, "Internal error", f"The server failed ({type(error).__name__}) before "
+            self._reply(500, problem(500, phrase(500), f"The server failed ({type(error).__name__}) before "
                                      "doing any work. Retry with the same key; report it if it persists."))
             return
-        if self.path == "/charges" and not replayed and self.server.api.take_drop():
-            self.close_connection = True  # the work is done and stored; the answer never leaves
+        if "Location" in headers and not replayed and self.server.api.take_drop():
+            self.close_connection = True  # the charge is done and stored; the answer never leaves
             return
-        self._reply(status, body, {REPLAY_HEADER: "true"} if replayed else None)
+        self._reply(status, body, {**headers, **({REPLAY_HEADER: "true"} if replayed else {})})
 
     do_POST = do_PUT = do_DELETE = do_GET = do_HEAD = do_PATCH = do_OPTIONS = _handle  # noqa: N815 - http.server's naming
 
 
 def _timeout(seconds: float, part: str) -> dict[str, Any]:
-    return problem(408, "Request timeout", f"The server waited {seconds:g} seconds for {part} of the request. "
+    return problem(408, phrase(408), f"The server waited {seconds:g} seconds for {part} of the request. "
                    "Send the whole request at once.")
 
 

@@ -9,15 +9,16 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, not_judged, one_of, right
 from idemlib.http import ChargesApi, Client, serve
 
 __all__ = ["CLIENT_MOVES", "check_client_moves"]
 
 CLIENT_MOVES = {
-    "same key later": "wait, then send the same request again with the same key",
-    "new key": "send the request again at once, with a new key",
-    "correct it": "change the request (its body or its key) to what was meant, then send it",
+    "same key later": "wait, then send the very same request again: the same body with the same key",
+    "new key": "send the same body again at once, with a new key",
+    "correct it": ("send what was meant instead, at once: the body this key was first sent with, if this is a "
+                   "retry; a new key, if this is a new payment; the request unchanged, if nothing in it is wrong"),
     "give up": "tell the customer the payment failed",
 }
 """What a client can do with a refusal, by a short name; the learner answers with the names."""
@@ -61,10 +62,10 @@ class Situation:
         """Provoke the refusal against a fresh server, then make ``move``."""
         api = ChargesApi()
         with serve(api) as server:
-            client = Client(server.url)
+            client = Client(server.url, api.issue_token("shop-1"))
             finish = self.provoke(api, client)
             if move == "same key later":
-                finish()  # later: once the first request with the key has finished
+                finish()  # later: once the first request with the key has finished (the clock is not involved)
             request = self.requests[move]
             answer = None if request is None else client.post_charge(*request)[-1].status
             finish()
@@ -75,13 +76,32 @@ def _first_request_at_work(api: ChargesApi, client: Client) -> Callable[[], None
     gate = api.hold_next()  # the first request stays at work until the gate opens: no race with the clock
     first = threading.Thread(target=client.post_charge, args=(CHARGE, "order-1042-pay-1"))
     first.start()
-    api.wait_for_key("order-1042-pay-1")
+    if not api.wait_for_key("order-1042-pay-1"):
+        raise TimeoutError("the first request never reached the server")
     assert client.post_charge(CHARGE, key="order-1042-pay-1")[-1].status == HTTPStatus.CONFLICT
 
     def finish() -> None:
         gate.set()
         first.join()
     return finish
+
+
+def _first_request_taken_over(api: ChargesApi, client: Client) -> Callable[[], None]:
+    """The client's own first request, slow but alive, outlives its claim: a retry takes the key over and charges."""
+    gate = api.hold_next()
+    first: list[int | None] = []
+    slow = threading.Thread(target=lambda: first.append(client.post_charge(CHARGE, "order-1042-pay-1")[-1].status))
+    slow.start()
+    if not api.wait_for_key("order-1042-pay-1"):
+        raise TimeoutError("the first request never reached the server")
+    api.clock.advance(api.in_progress_seconds)
+    takeover = Client(f"http://{client.host}:{client.port}", api.issue_token("shop-1"))
+    api.drop_next_responses(1)  # the takeover charges, and its answer is lost too
+    takeover.post_charge(CHARGE, key="order-1042-pay-1", retries=0)
+    gate.set()
+    slow.join()
+    assert first == [HTTPStatus.CONFLICT]  # the slow first request is told it was taken over
+    return lambda: None
 
 
 def _second_payment_under_the_first_key(api: ChargesApi, client: Client) -> Callable[[], None]:
@@ -101,8 +121,12 @@ SITUATIONS: dict[str, Situation] = {
     "the first request is still at work": Situation(
         HTTPStatus.CONFLICT, 40, _first_request_at_work,
         {"same key later": (CHARGE, "order-1042-pay-1"), "new key": (CHARGE, "order-1042-pay-1b"),
-         "correct it": (CHARGE, "order-1042-pay-1"),  # nothing in it was wrong: it goes again as it was
+         "correct it": (CHARGE, "order-1042-pay-1"),  # nothing in it was wrong: it goes again as it was, at once
          "give up": None}),
+    "your first request was taken over": Situation(
+        HTTPStatus.CONFLICT, 40, _first_request_taken_over,
+        {"same key later": (CHARGE, "order-1042-pay-1"), "new key": (CHARGE, "order-1042-pay-1b"),
+         "correct it": (CHARGE, "order-1042-pay-1"), "give up": None}),
     "a second payment sent under the first one's key": Situation(
         HTTPStatus.UNPROCESSABLE_ENTITY, 45, _second_payment_under_the_first_key,
         {"same key later": (FEE, "order-1042"), "new key": (FEE, "order-1042-fee"),
@@ -132,49 +156,53 @@ def _status(value: Any) -> int | None:
         return None
 
 
-def _words(text: str) -> str:
-    return " ".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
-
-
-def _move(value: Any) -> str | None:
-    """A move by its short name or its description, in any case, spacing or punctuation, as one of :data:`CLIENT_MOVES`."""
-    if not isinstance(value, str):
-        return None
-    words = _words(value)
-    return next((move for move, description in CLIENT_MOVES.items() if words in (move, _words(description))), None)
-
-
 def _why(status: int, situation: str, move: str, result: Outcome) -> str:
+    """The hint for a move that did harm: what it led to, and the question (and section) that settles it."""
     if result.charged > result.owed:
         return (f"after a {status} ({situation}), '{move}' charged the card ${result.charged} where ${result.owed} was "
-                "owed. Had the first request with this key been lost, or was it still there?")
+                "owed: to the server a new key is a new payment. Had the first request with this key been lost, or "
+                "was it there all along? The payments table of section 3 and the takeover of section 4 show where it was.")
     if result.answer is None:
         return (f"after a {status} ({situation}), '{move}' left the customer told the payment failed, while the card "
-                f"shows ${result.charged} of the ${result.owed} owed.")
+                f"shows ${result.charged} of the ${result.owed} owed. Did that refusal say nothing would be charged?")
+    if status == HTTPStatus.CONFLICT:
+        return (f"after a {status} ({situation}), '{move}' got a {result.answer} again: nothing in the request was "
+                "wrong, so sent again at once it met the same state of the key. Does a 409 ask for a change, or for time?")
     return (f"after a {status} ({situation}), '{move}' got a {result.answer} again and the card shows "
-            f"${result.charged} of the ${result.owed} owed. What did the server say was wrong with that request?")
+            f"${result.charged} of the ${result.owed} owed. A key stays bound to the body it was first sent with for "
+            "as long as the server keeps it (section 7): what did the server say was wrong with that request?")
 
 
 @exercise
 def check_client_moves(answer: Any) -> Feedback:
-    """Lesson 08: what a client does after a 409 and after a 422, played out against a fresh server."""
+    """Lesson 08: what a client does after a 409 and after a 422, played out against fresh servers."""
     if (missing := blank(answer, '{409: "...", 422: "..."}, each a move named in CLIENT_MOVES')) is not None:
         return missing
     if not isinstance(answer, dict):
         return hint("Answer with a dict from each status to a move, such as {409: 'give up', 422: 'give up'}.")
     moves = {_status(status): value for status, value in answer.items()}
-    if set(moves) != {situation.status for situation in SITUATIONS.values()}:
+    if set(moves) != {situation.status for situation in SITUATIONS.values()} or len(moves) != len(answer):
         return hint(f"Answer with a dict with exactly two keys, the statuses 409 and 422, each mapped to a move; "
                     f"got the keys {list(answer)!r}.")
-    named = {status: _move(value) for status, value in moves.items()}
-    if None in named.values():
-        unknown = [repr(moves[status]) for status, move in named.items() if move is None]
-        return hint(f"Name each move as CLIENT_MOVES does ({', '.join(CLIENT_MOVES)}); could not read: {', '.join(unknown)}.")
-    harms = [_why(situation.status, name, named[situation.status], result) for name, situation in SITUATIONS.items()
-             if not (result := outcome(name, named[situation.status])).harmless]
+    named: dict[int, str] = {}
+    for status, value in sorted(moves.items()):
+        move = one_of(value, CLIENT_MOVES, f"the move after a {status}")
+        if isinstance(move, Feedback):
+            return move
+        named[status] = move
+    harms = []
+    for name, situation in SITUATIONS.items():
+        try:
+            result = outcome(name, named[situation.status])
+        except (OSError, AssertionError) as error:  # the check's own server misbehaved: nothing to judge by
+            return not_judged(f"the check's server on 127.0.0.1 failed while playing '{name}' "
+                              f"({type(error).__name__}); run this cell again.")
+        if not result.harmless:
+            harms.append(_why(situation.status, name, named[situation.status], result))
     if harms:
         return hint(f"Played against a fresh server: {harms[0][0].upper()}{harms[0][1:]}")
-    return right("A 409 says the first request is still at work and nothing is wrong with yours: the same request, "
-                 "sent again later with the same key, gets its answer. A 422 says this key already belongs to another "
-                 "request: sent again unchanged it is refused for ever, and a new key on a retry charges twice, so "
-                 "the request itself must change to what was meant.")
+    return right("A 409 says a request with this key and body is (or was, for a request taken over) at work, and "
+                 "nothing is wrong with yours: the same request, sent again later with the same key, gets the "
+                 "answer stored under it. A 422 says this key already belongs to another body: sent again unchanged "
+                 "it is refused for as long as the key is kept, and a new key on a retry charges twice, so the "
+                 "request itself must change to what was meant.")

@@ -1,0 +1,207 @@
+"""What the standards the server claims ask of it, checked over raw sockets (issue 33).
+
+- keys belong to the client a bearer token authenticates: no client is replayed
+  another's answer, nor learns that another's key exists, and a request without
+  valid credentials gets 401 (the draft's security section; RFC 6750);
+- the ``Idempotency-Key`` field is a Structured Field String: two field lines, a
+  list, a bare token, a stray quote or parameters fail its parse (RFC 8941);
+- one ``Host`` field (RFC 9112, section 3.2) and the absolute form (3.2.2);
+- a different payload under a key still in flight is the draft's 422, not its 409;
+- problem details: ``about:blank`` with the status phrase, or a type of the
+  server's own that the server documents (RFC 9457, section 4.2.1);
+- 201 carries ``Location`` (RFC 9110, section 9.3.3), and a 412 refuses a ``PUT``
+  whose ``If-Match`` is stale (section 13.1.1).
+"""
+
+import json
+import threading
+
+import pytest
+from http_raw import http_request, is_problem, raw_request
+
+from idemlib.http import ChargesApi, Client, serve
+from idemlib.http.credentials import Credentials
+
+CHARGE = {"order_id": 1042, "amount": 40}
+BODY = json.dumps(CHARGE).encode()
+
+
+@pytest.fixture
+def api():
+    return ChargesApi()
+
+
+@pytest.fixture
+def server(api):
+    with serve(api) as running:
+        yield running
+
+
+def charge(server, token, key='"m-7f3:charge"', body=BODY, **options):
+    """POST /charges over a raw socket, with ``key`` as the field's value exactly as sent."""
+    headers = {"Idempotency-Key": key} if key is not None else {}
+    return raw_request(server.url, http_request("POST", "/charges", body, headers, token=token, **options))
+
+
+# The leak, and its fix.
+
+def test_on_the_naive_server_a_second_party_asserting_the_same_client_id_is_replayed_the_first_ones_charge():
+    naive = ChargesApi(credentials=Credentials(trust_client_id_header=True))
+    with serve(naive) as running:
+        shop = charge(running, None, extra=(("X-Client-Id", "shop-1"),))
+        stranger = charge(running, None, extra=(("X-Client-Id", "shop-1"),))
+        oracle = charge(running, None, body=b'{"order_id": 1, "amount": 1}', extra=(("X-Client-Id", "shop-1"),))
+        anonymous = [charge(running, None, key='"k-anon"') for _ in range(2)]
+    assert (shop.status, stranger.status, stranger.headers.get("idempotent-replayed")) == (201, 201, "true")
+    assert stranger.body["id"] == shop.body["id"] == "ch_81"  # someone else's charge, handed out
+    assert oracle.status == 422  # and a different body confirms the key exists
+    assert anonymous[1].headers.get("idempotent-replayed") == "true"  # no header: one namespace for all
+
+
+def test_with_bearer_tokens_no_client_is_replayed_another_clients_answer_or_learns_its_key_exists(api, server):
+    shop_1, shop_2 = api.issue_token("shop-1"), api.issue_token("shop-2")
+    first = charge(server, shop_1)
+    same = charge(server, shop_2)  # the same guessable key and body, from another client
+    other_body = charge(server, shop_2, key='"m-9e1:charge"', body=b'{"order_id": 1, "amount": 1}')
+    probe = charge(server, shop_2, key='"m-7f3:charge"', body=b'{"order_id": 7, "amount": 5}')
+    assert (first.status, same.status) == (201, 201) and "idempotent-replayed" not in same.headers
+    assert same.body["id"] != first.body["id"]  # a charge of its own
+    assert other_body.status == 201
+    # shop-2 has now used m-7f3:charge itself, so a 422 tells it only about its own key.
+    assert probe.status == 422 and api.executions == 3
+    never_used = charge(server, shop_2, key='"m-0aa:charge"')
+    assert never_used.status == 201  # a key only shop-1 could have used is simply new to shop-2
+
+
+def test_another_client_cannot_read_a_charge_and_cannot_tell_it_from_no_charge(api, server):
+    first = charge(server, api.issue_token("shop-1"))
+    read = lambda token, path: raw_request(server.url, http_request("GET", path, token=token))  # noqa: E731
+    assert read(api.issue_token("shop-1"), first.headers["location"]).body == first.body
+    theirs, none = read(api.issue_token("shop-2"), first.headers["location"]), read(api.issue_token("shop-2"),
+                                                                                    "/charges/ch_999")
+    assert (theirs.status, theirs.body["detail"].replace("ch_81", "ch_999")) == (none.status, none.body["detail"])
+    assert theirs.status == 404
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer", "Bearer not-a-token-this-server-issued", "Basic c2hvcDox"])
+def test_a_request_without_valid_credentials_gets_401_with_a_challenge_and_nothing_is_stored(api, server,
+                                                                                             authorization):
+    headers = {"Idempotency-Key": '"m-7f3:charge"', **({"Authorization": authorization} if authorization else {})}
+    answer = raw_request(server.url, http_request("POST", "/charges", BODY, headers))
+    assert answer.status == 401 and is_problem(answer) and answer.headers["www-authenticate"].startswith("Bearer")
+    assert api.stored_keys() == [] and api.executions == 0
+
+
+def test_the_x_client_id_header_means_nothing_to_the_real_server(api, server):
+    token = api.issue_token("shop-1")
+    charge(server, token)
+    spoofed = charge(server, None, extra=(("X-Client-Id", "shop-1"),))
+    assert spoofed.status == 401 and api.executions == 1
+
+
+# The Idempotency-Key field.
+
+@pytest.mark.parametrize(("lines", "why"), [
+    (('"dup-a"', '"dup-b"'), "more than one value"),  # two field lines
+    (('"dup-a"', '"dup-a"'), "more than one value"),  # even the same key twice
+    (('"a", "b"',), "more than one value"),  # a list on one line
+    (("m-7f3:charge",), "sf-token"),  # a bare token is no String
+    (('"unbalanced',), "closing double quote"),
+    (('"',), "closing double quote"),
+    (('"k-par";a=1',), "parameters"),
+    (('"a\\b"',), "backslash"),
+    (('"caf\u00e9"',), "which a String cannot hold"),
+    (('""',), "empty"),
+])
+def test_a_key_field_that_fails_the_structured_field_parse_is_refused_before_any_work(api, server, lines, why):
+    answer = charge(server, api.issue_token("shop-1"), key=None,
+                    extra=tuple(("Idempotency-Key", line) for line in lines))
+    assert answer.status == 400 and is_problem(answer) and why in answer.body["detail"]
+    assert api.stored_keys() == [] and api.executions == 0
+
+
+def test_an_escaped_quote_in_a_key_is_unescaped_and_a_255_character_key_is_accepted(api, server):
+    token = api.issue_token("shop-1")
+    assert charge(server, token, key='"a\\"b"').status == 201
+    assert charge(server, token, key='"' + "k" * 255 + '"').status == 201
+    assert charge(server, token, key='"' + "k" * 256 + '"').status == 400
+    assert [key for _, key, _ in api.stored_keys()] == ['a"b', "k" * 255]
+
+
+def test_a_different_payload_while_the_first_request_is_in_flight_gets_422_not_409(api, server):
+    token = api.issue_token("shop-1")
+    gate = api.hold_next()
+    first = threading.Thread(target=charge, args=(server, token))
+    first.start()
+    assert api.wait_for_key("m-7f3:charge")
+    other = charge(server, token, body=b'{"order_id": 1042, "amount": 4000}')
+    same = charge(server, token)
+    gate.set()
+    first.join()
+    assert (other.status, same.status) == (422, 409) and is_problem(other) and is_problem(same)
+    assert api.executions == 1
+
+
+# Host, the request target, Location.
+
+@pytest.mark.parametrize(("hosts", "version", "status"), [
+    ((), "HTTP/1.1", 400),
+    (("localhost", "localhost"), "HTTP/1.1", 400),
+    (("localhost", "evil.example"), "HTTP/1.1", 400),
+    (("localhost", "localhost"), "HTTP/1.0", 400),  # more than one is refused whatever the version
+    (("local host",), "HTTP/1.1", 400),
+    ((), "HTTP/1.0", 201),  # HTTP/1.0 did not require Host
+    (("localhost",), "HTTP/1.1", 201),
+])
+def test_an_http_1_1_request_needs_exactly_one_valid_host_field(api, server, hosts, version, status):
+    answer = charge(server, api.issue_token("shop-1"), hosts=hosts, version=version)
+    assert answer.status == status and (status == 201 or is_problem(answer))
+    assert api.executions == (status == 201)
+
+
+def test_an_absolute_form_target_is_served_like_its_path(api, server):
+    token = api.issue_token("shop-1")
+    absolute = raw_request(server.url, http_request("POST", f"{server.url}/charges", BODY,
+                                                    {"Idempotency-Key": '"m-7f3:charge"'}, token=token))
+    again = charge(server, token)
+    assert absolute.status == 201 and again.headers.get("idempotent-replayed") == "true"
+
+
+def test_a_201_names_the_charge_it_created_in_location_and_its_replay_does_too(api, server):
+    token = api.issue_token("shop-1")
+    first, replay = charge(server, token), charge(server, token)
+    assert first.headers["location"] == replay.headers["location"] == f"/charges/{first.body['id']}"
+    assert raw_request(server.url, http_request("GET", first.headers["location"], token=token)).body == first.body
+
+
+# Problem details.
+
+def test_every_problem_type_of_the_server_is_documented_at_its_own_uri(api, server):
+    token = api.issue_token("shop-1")
+    charge(server, token)
+    answers = [charge(server, token, key=None), charge(server, token, body=b'{"order_id": 1, "amount": 2}'),
+               raw_request(server.url, http_request("GET", "/nowhere", token=token))]
+    assert [a.body["type"] for a in answers] == ["/problems/idempotency-key-required",
+                                                 "/problems/idempotency-key-reused", "about:blank"]
+    assert answers[2].body["title"] == "Not Found" and all(is_problem(a) for a in answers)
+    for answer in answers[:2]:  # the draft asks these to link to documentation: their type is that link
+        page = raw_request(server.url, http_request("GET", answer.body["type"]))  # no credentials needed
+        assert page.status == 200 and page.body.startswith(answer.body["title"]) and "24 hours" in page.body
+    assert raw_request(server.url, http_request("GET", "/problems/no-such-type")).status == 404
+
+
+# HTTP's own guard for PUT: ETag and If-Match.
+
+def test_a_put_whose_if_match_is_stale_gets_412_and_cannot_overwrite_a_newer_status(api, server):
+    client = Client(server.url, api.issue_token("shop-1"))
+    created = client.request("PUT", "/orders/2001/status", {"status": "NEW"})
+    paid = client.request("PUT", "/orders/2001/status", {"status": "PAID"}, {"If-Match": created.headers["etag"]})
+    refunded = client.request("PUT", "/orders/2001/status", {"status": "REFUNDED"}, {"If-Match": paid.headers["etag"]})
+    late = client.request("PUT", "/orders/2001/status", {"status": "PAID"}, {"If-Match": created.headers["etag"]})
+    assert [a.status for a in (created, paid, refunded, late)] == [200, 200, 200, 412]
+    assert late.headers["etag"] == refunded.headers["etag"] and api.order_status(2001) == "REFUNDED"
+    weak = client.request("PUT", "/orders/2001/status", {"status": "X"}, {"If-Match": "W/" + refunded.headers["etag"]})
+    assert weak.status == 412  # If-Match compares strongly
+    gone = client.request("DELETE", "/orders/2001/status", headers={"If-Match": refunded.headers["etag"]})
+    again = client.request("PUT", "/orders/2001/status", {"status": "NEW"}, {"If-Match": created.headers["etag"]})
+    assert gone.status == 200 and again.status == 412  # a deleted status does not give its old versions back
