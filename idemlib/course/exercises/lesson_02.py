@@ -152,11 +152,8 @@ def check_inbox_insert(sql: Any) -> Feedback:
     return right(f"{len(DELIVERIES)} deliveries of {len(seen)} messages, in no sorted order: one row for each new ID, "
                  "zero for each repeat, and no error, so each transaction went on to commit. One caveat: two consumers "
                  "running it at the same moment can both find no row, and then the unique key refuses one of them "
-                 "with an error. ON CONFLICT DO NOTHING does not always spare that error either: on PostgreSQL at READ "
-                 "COMMITTED the second insert waits and writes zero rows (on SQLite the second writer waits at its BEGIN "
-                 "IMMEDIATE and then writes zero rows too), but on DuckDB the later commit fails, and on "
-                 "PostgreSQL at REPEATABLE READ or SERIALIZABLE the insert ends in a serialization failure. The money "
-                 "is safe in every case; lesson 03 shows each engine's signal and what the handler does with it.")
+                 "with an error, where ON CONFLICT DO NOTHING may instead make the second one wait and write zero rows. "
+                 "The money is safe in every case; lesson 03 shows each engine's signal and what the handler does with it.")
 
 
 @exercise
