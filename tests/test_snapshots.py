@@ -1,4 +1,4 @@
-"""When a transaction's snapshot starts, and what the inbox's insert meets after a rival's commit, on the real engines."""
+"""Engine behaviours the lessons measure: when a snapshot starts, a late insert, a lock timeout, an event left unsent."""
 
 from __future__ import annotations
 
@@ -36,3 +36,12 @@ def test_a_wait_longer_than_the_lock_timeout_is_a_lost_race_and_the_money_stays_
     outcome = race(PostgresPayments(lock_timeout="100ms"), hold_seconds=0.3)
     assert outcome.failed == "B at record id" and outcome.error.startswith("LockNotAvailable")
     assert outcome.total_charged == 40
+
+
+def test_a_skipped_duplicate_sends_the_event_only_when_it_was_stored_with_the_work():
+    from idemlib.stores.outgoing import DESIGNS, crash_before_publishing
+
+    runs = crash_before_publishing()
+    assert (runs["charges"] == 1).all()
+    assert runs.loc[DESIGNS[0], "events published"] == 0  # sent after the commit: lost with the crash
+    assert runs.loc[DESIGNS[1], "events published"] == 1  # a row of the transaction: the duplicate sends it
