@@ -255,8 +255,9 @@ def retry_settings(
     """Run ``messages`` under every (lease, delivery limit) pair and count what went wrong.
 
     One row per setting: extra charges (duplicates that got through), payments never
-    made (the message was dead-lettered before any delivery committed), and messages
-    in the dead-letter queue. The faults are the same in every run.
+    made (the message was dead-lettered before any delivery committed), messages in the
+    dead-letter queue, and how many of those had been charged already (a replay of the
+    dead-letter queue charges them again). The faults are the same in every run.
     """
     rows = []
     for lease in leases:
@@ -264,10 +265,12 @@ def retry_settings(
             result = simulate(handler, messages, faults=faults, consumers=consumers, visibility_timeout=lease,
                               max_deliveries=limit, step_seconds=step_seconds)
             charges = result.charges_per_message()
+            dead = {letter.message.message_id for letter in result.dead_letters}
             rows.append({"lease (s)": lease, "max deliveries": limit,
                          "extra charges": int((charges - 1).clip(lower=0).sum()),
                          "payments never made": int((charges == 0).sum()),
-                         "dead-lettered": len(result.dead_letters)})
+                         "dead-lettered": len(dead),
+                         "dead-lettered, already charged": sum(charges.get(name, 0) > 0 for name in dead)})
     return pd.DataFrame(rows)
 
 

@@ -20,11 +20,12 @@ SETUP = (
     "CREATE TABLE payments (order_id INTEGER NOT NULL, amount INTEGER NOT NULL, message_id VARCHAR UNIQUE)",
     "CREATE TABLE carts (cart_id INTEGER PRIMARY KEY)",
     "INSERT INTO carts VALUES (9), (10)",
+    "CREATE SEQUENCE payment_numbers START 1",
 )
-"""A scratch database: account 7 with a zero balance, order 1042 not yet paid, no payments, two carts.
+"""A scratch database: account 7 with a zero balance, order 1042 not yet paid, no payments, two carts,
+and a sequence that numbers payments.
 
-``payments.message_id`` is unique, as an inbox's key is; a payment inserted without one leaves it empty,
-and the key lets any number of empty ones through.
+``payments.message_id`` is unique, as an inbox's key is.
 """
 
 TABLES = ("accounts", "orders", "payments", "carts")
@@ -32,12 +33,16 @@ TABLES = ("accounts", "orders", "payments", "carts")
 STATEMENTS = {
     "set the status": "UPDATE orders SET status = 'PAID' WHERE order_id = 1042",
     "take 40 off the balance": "UPDATE accounts SET balance = balance - 40 WHERE account_id = 7",
-    "insert a payment": "INSERT INTO payments (order_id, amount) VALUES (1042, 40)",
+    "record the payment under the next number": "INSERT INTO payments (message_id, order_id, amount) VALUES "
+                                                "('pay-' || CAST(nextval('payment_numbers') AS VARCHAR), 1042, 40)",
     "upsert the status": "INSERT INTO orders (order_id, status) VALUES (1042, 'PAID') "
                          "ON CONFLICT (order_id) DO UPDATE SET status = excluded.status",
     "delete a cart": "DELETE FROM carts WHERE cart_id = 9",
+    "add cart 11 unless it exists": "INSERT INTO carts SELECT 11 WHERE NOT EXISTS (SELECT 1 FROM carts WHERE cart_id = 11)",
 }
-"""Lesson 00's second exercise: statements a handler might run, some safe to repeat and some not."""
+"""Lesson 00's second exercise: statements a handler might run, some safe to repeat and some not.
+
+The payment carries an ID under the unique key, as exercise 1's inserts do, but a new one each run."""
 
 INSERTS = {
     "ignore a repeat": "INSERT INTO payments (message_id, order_id, amount) VALUES ('m-7f3', 1042, 40) "
@@ -74,6 +79,16 @@ def balances_after(statement: str, runs: int = 3) -> pd.Series:
         db.execute(statement)
         balances.append(db.execute("SELECT balance FROM accounts WHERE account_id = 7").fetchone()[0])
     return pd.Series(balances, index=pd.RangeIndex(1, runs + 1, name="after run"), name="balance (CZK)")
+
+
+def balance_after_each(statements: dict[str, str]) -> pd.Series:
+    """Account 7's balance after each of ``statements``, run in order on one scratch database (it starts at 0)."""
+    db = scratch()
+    balances = {}
+    for label, statement in statements.items():
+        db.execute(statement)
+        balances[label] = db.execute("SELECT balance FROM accounts WHERE account_id = 7").fetchone()[0]
+    return pd.Series(balances, name="balance (CZK)").rename_axis("after")
 
 
 def repeat_answers(statement: str, runs: int = 3) -> list[str]:

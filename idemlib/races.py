@@ -25,6 +25,7 @@ from idemlib.handlers import Context, Handler, InboxHandler, Steps
 from idemlib.messages import Message, expected_total, valid_charges
 from idemlib.stores import (DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, SQLitePayments,
                             WriteConflict, postgres_unavailable, require_servers)
+from idemlib.stores.snapshots import engine_version
 from idemlib.trace import Trace
 
 PATIENCE_SECONDS = 30.0
@@ -346,7 +347,8 @@ def race_engines() -> tuple[dict[str, Callable[[], SqlPayments]], str]:
     reason = postgres_unavailable()
     if reason is None:
         engines["PostgreSQL"] = PostgresPayments
-        return engines, f"{versions} PostgreSQL server found: all three engines are real."
+        server = engine_version(PostgresPayments())
+        return engines, f"{versions} PostgreSQL {server} answers as the server: all three engines are real."
     if require_servers("postgres"):
         raise RuntimeError(reason)
     return engines, f"{versions} Skipping PostgreSQL. {reason}"

@@ -8,8 +8,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from idemlib.course.publish import student_copy
 
-SETUP = "from idemlib.course.exercises import check_triple_charge, check_overcharge\nfrom idemlib import FaultPlan, LostAck"
-RIGHT = 'plan = FaultPlan(lost_acks=[LostAck(1), LostAck(2)])'
+SETUP = "from idemlib.course.exercises import check_charges_per_message, check_replay_charges_again\nfrom idemlib import FaultPlan, LostAck"
+RIGHT = 'plan = {"p-101": 1, "p-102": 2, "p-103": 2, "p-104": 2, "p-105": 3, "p-106": 0, "p-107": 1}'
 
 
 def tiny_lesson() -> nbformat.NotebookNode:
@@ -24,10 +24,10 @@ def tiny_lesson() -> nbformat.NotebookNode:
         new_code_cell(SETUP),
         new_markdown_cell("**Exercise 1.** A triple charge."),
         solution(RIGHT),
-        new_code_cell("check_triple_charge(plan)"),
+        new_code_cell("check_charges_per_message(plan)"),
         new_markdown_cell("**Exercise 2.** The overcharge."),
         solution("answer = 0"),
-        new_code_cell("check_overcharge(answer, messages=20)"),
+        new_code_cell("check_replay_charges_again(answer)"),
         new_markdown_cell("## Summary"),
     ])
 

@@ -6,8 +6,9 @@ import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 
-IDEMPOTENT = {"set the status": True, "take 40 off the balance": False, "insert a payment": False,
-              "upsert the status": True, "delete a cart": True}
+IDEMPOTENT = {"set the status": True, "take 40 off the balance": False,
+              "record the payment under the next number": False, "upsert the status": True, "delete a cart": True,
+              "add cart 11 unless it exists": True}
 INSERTS = {"ignore a repeat": True, "fail on a repeat": True, "add on a repeat": False}
 
 BANKS = {
@@ -39,15 +40,21 @@ BANKS = {
             Wrong(({name: True for name in IDEMPOTENT},), "Not every statement"),
             Wrong(({name: False for name in IDEMPOTENT},), "set a value"),
             # "a delete changes the data, so it cannot be idempotent": the second run deletes nothing
-            Wrong(({**IDEMPOTENT, "delete a cart": False},), "1 of 5"),
+            Wrong(({**IDEMPOTENT, "delete a cart": False},), "second run find"),
             # "an upsert inserts, so it repeats": it sets the same values again
-            Wrong(({**IDEMPOTENT, "upsert the status": False, "insert a payment": True},), "2 of 5"),
+            Wrong(({**IDEMPOTENT, "upsert the status": False},), "upsert"),
+            # "the unique key refused exercise 1's repeat, so it refuses this one": a new ID every run passes it
+            Wrong(({**IDEMPOTENT, "record the payment under the next number": True},), "same ID"),
+            Wrong(({**IDEMPOTENT, "record the payment under the next number": True, "delete a cart": False},), "2 of 6"),
+            # "an insert always adds a row": this one looks for its row first
+            Wrong(({**IDEMPOTENT, "add cart 11 unless it exists": False},), "NOT EXISTS"),
             Wrong(({"set the status": True},), "keys"),
             Wrong(({**IDEMPOTENT, "delete a cart": "maybe"},), "True"),
             Wrong(({**IDEMPOTENT, "delete a cart": 2},), "True"),
             Wrong(({**IDEMPOTENT, "delete a cart": None},), "True"),
             # "take 40 off" sets a balance, so it looks like "set the balance"
-            Wrong(({**IDEMPOTENT, "take 40 off the balance": True},), "1 of 5"),
+            Wrong(({**IDEMPOTENT, "take 40 off the balance": True},), "minus sign"),
+            Wrong(({**IDEMPOTENT, "set the status": False},), "same value"),
         ],
     ),
 }

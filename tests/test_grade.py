@@ -29,25 +29,25 @@ def graded(tmp_path_factory):
     nbformat.write(lesson, lessons / "90_tiny.ipynb")
     cases = {
         "right.ipynb": handed_in(lesson, RIGHT + "  # my answer"),
-        "wrong.ipynb": handed_in(lesson, 'plan = FaultPlan(lost_acks=[LostAck(1)])'),
+        "wrong.ipynb": handed_in(lesson, RIGHT.replace('"p-103": 2', '"p-103": 1')),
         "blank.ipynb": handed_in(lesson),
         "syntax.ipynb": handed_in(lesson, "plan = FaultPlan(("),
         "unrelated_error.ipynb": handed_in(lesson, RIGHT, edit=lambda c: c.insert(2, new_code_cell("1 / 0"))),
         "loops.ipynb": handed_in(lesson, "while True:\n    pass"),
         "edited.ipynb": handed_in(lesson, 'plan = "whatever"', edit=lambda c: setattr(
-            c[4], "source", "check_triple_charge(FaultPlan(lost_acks=[LostAck(1), LostAck(2)]))")),
+            c[4], "source", "check_charges_per_message(FaultPlan(lost_acks=[LostAck(1), LostAck(2)]))")),
         "deleted.ipynb": handed_in(lesson, RIGHT, edit=lambda c: c.pop(4)),
         "moved.ipynb": handed_in(lesson, RIGHT, edit=swap_answer_and_check),
         "other.ipynb": new_notebook(cells=[new_markdown_cell("# My holiday notes")]),
         # A fake verdict displayed by a cell of the student's own is not the check's.
         "faked.ipynb": handed_in(lesson, edit=lambda c: c.insert(5, new_code_cell(
             "from IPython.display import display\n"
-            "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_triple_charge', "
+            "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_charges_per_message', "
             "'verdict': 'right', 'message': ''}}, raw=True)"))),
         # A check replaced by the student's own function, its cell untouched.
         "rebound.ipynb": handed_in(lesson, edit=lambda c: c.insert(3, new_code_cell(
             "from idemlib.course.exercises.feedback import Feedback\n"
-            "def check_triple_charge(answer):\n    return Feedback(True, 'yes', 'check_triple_charge')"))),
+            "def check_charges_per_message(answer):\n    return Feedback(True, 'yes', 'check_charges_per_message')"))),
     }
     for name, notebook in cases.items():
         nbformat.write(notebook, folder / name)
@@ -66,19 +66,19 @@ def verdicts(rows: list[Grade], student: str) -> dict[str, str]:
 
 
 EXPECTED = {
-    "right": {"check_triple_charge": "right", "check_overcharge": "blank"},
-    "carol": {"check_triple_charge": "right", "check_overcharge": "blank"},
-    "wrong": {"check_triple_charge": "wrong", "check_overcharge": "blank"},
-    "blank": {"check_triple_charge": "blank", "check_overcharge": "blank"},
-    "syntax": {"check_triple_charge": "not run", "check_overcharge": "blank"},
-    "unrelated_error": {"check_triple_charge": "right", "check_overcharge": "blank"},
-    "loops": {"file": "timed out", "check_triple_charge": "not run", "check_overcharge": "blank"},
-    "edited": {"check_triple_charge": "check edited", "check_overcharge": "blank"},
-    "deleted": {"check_triple_charge": "check missing", "check_overcharge": "blank"},
-    "moved": {"check_triple_charge": "check moved", "check_overcharge": "blank"},
+    "right": {"check_charges_per_message": "right", "check_replay_charges_again": "blank"},
+    "carol": {"check_charges_per_message": "right", "check_replay_charges_again": "blank"},
+    "wrong": {"check_charges_per_message": "wrong", "check_replay_charges_again": "blank"},
+    "blank": {"check_charges_per_message": "blank", "check_replay_charges_again": "blank"},
+    "syntax": {"check_charges_per_message": "not run", "check_replay_charges_again": "blank"},
+    "unrelated_error": {"check_charges_per_message": "right", "check_replay_charges_again": "blank"},
+    "loops": {"file": "timed out", "check_charges_per_message": "not run", "check_replay_charges_again": "blank"},
+    "edited": {"check_charges_per_message": "check edited", "check_replay_charges_again": "blank"},
+    "deleted": {"check_charges_per_message": "check missing", "check_replay_charges_again": "blank"},
+    "moved": {"check_charges_per_message": "check moved", "check_replay_charges_again": "blank"},
     "other": {"file": "no lesson"},
-    "faked": {"check_triple_charge": "blank", "check_overcharge": "blank"},
-    "rebound": {"check_triple_charge": "check edited", "check_overcharge": "blank"},
+    "faked": {"check_charges_per_message": "blank", "check_replay_charges_again": "blank"},
+    "rebound": {"check_charges_per_message": "check edited", "check_replay_charges_again": "blank"},
     "essay": {"file": "not a notebook"},
     "broken": {"file": "not a notebook"},
 }
@@ -92,8 +92,8 @@ def test_each_kind_of_hand_in_gets_the_right_row(graded, student):
 
 def test_a_wrong_answer_carries_the_hint_the_student_saw(graded):
     rows, _ = graded
-    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_triple_charge")
-    assert "extra charge" in wrong.hint
+    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_charges_per_message")
+    assert "after the commit" in wrong.hint
 
 
 def test_the_csv_and_the_page_hold_every_row(graded):
@@ -110,7 +110,7 @@ def test_the_csv_and_the_page_hold_every_row(graded):
     assert page.count("<tr><th>") == 1 + len(EXPECTED) + 1
     # Each exercise headed with the lesson's own words; a wrong answer's hint written out, not hidden.
     assert "Exercise 1. A triple charge." in page and "Exercise 2. The overcharge." in page
-    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_triple_charge")
+    wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_charges_per_message")
     assert f'<span class="hint">{html.escape(wrong.hint)}</span>' in page
     # A note for each hand-in not graded as usual, and none for those that were.
     notes = page.split("Notes on hand-ins not graded as usual")[1]
@@ -196,7 +196,7 @@ def test_the_referee_runs_the_lesson_cells_an_answer_needs_and_no_other():
     steps = steps_for(lesson, student)
     assert [(step["kind"], step["source"][:12]) for step in steps] == [
         ("setup", "from idemlib"), ("setup", "total = 40"), ("setup", "rows = []"), ("setup", "rows.append("),
-        ("answer", "plan = Fault"), ("check", "check_triple"), ("answer", "# Your answe"), ("check", "check_overch")]
+        ("answer", "plan = Fault"), ("check", "check_charge"), ("answer", "# Your answe"), ("check", "check_replay")]
 
 
 def test_reading_a_hand_in_names_what_changes_the_course_and_notes_what_reaches_past_it():

@@ -20,8 +20,8 @@ from idemlib.course import sandbox
 from idemlib.course.grade import Grade, grade_folder
 
 FEEDBACK = "idemlib.course.exercises.feedback"
-BOTH_TAMPERED = {"check_triple_charge": "check tampered", "check_overcharge": "check tampered"}
-RIGHT_THEN_BLANK = {"check_triple_charge": "right", "check_overcharge": "blank"}
+BOTH_TAMPERED = {"check_charges_per_message": "check tampered", "check_replay_charges_again": "check tampered"}
+RIGHT_THEN_BLANK = {"check_charges_per_message": "right", "check_replay_charges_again": "blank"}
 
 
 def another_cell(source: str):
@@ -44,7 +44,7 @@ def forge(frame):
     while frame is not None:
         slot = frame.f_locals.get("slot")
         if isinstance(slot, list):
-            slot[0] = ("ok", Feedback(True, "forged", "check_overcharge"))
+            slot[0] = ("ok", Feedback(True, "forged", "check_replay_charges_again"))
         frame = frame.f_back
 
 class Sneaky:
@@ -87,18 +87,18 @@ CASES = {
                     "plan = 'anything'", None, BOTH_TAMPERED),
     # A check defined with exec, in a cell of its own: the check is the student's, so not counted.
     "exec_check": (None, another_cell(
-        "exec(\"def check_triple_charge(plan):\\n"
+        "exec(\"def check_charges_per_message(plan):\\n"
         f"    from {FEEDBACK} import Feedback\\n"
-        "    return Feedback(True, 'yes', 'check_triple_charge')\")"),
-        {"check_triple_charge": "check edited", "check_overcharge": "blank"}),
+        "    return Feedback(True, 'yes', 'check_charges_per_message')\")"),
+        {"check_charges_per_message": "check edited", "check_replay_charges_again": "blank"}),
     # ... and in the answer cell, built as it runs: the lesson's own check is called all the same.
-    "exec_check_in_answer": ("exec('def check_triple_' + 'charge(p):\\n return True')\nplan = 'anything'",
+    "exec_check_in_answer": ("exec('def check_charges_' + 'per_message(p):\\n return True')\nplan = 'anything'",
                              None, BOTH_TAMPERED),
     "fake_printed_verdict": (None, another_cell(
         "print('✓ Correct: the naive consumer charged $120')\nfrom IPython.display import display\n"
-        "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_triple_charge', "
-        "'verdict': 'right', 'message': ''}}, raw=True)"), {"check_triple_charge": "blank",
-                                                            "check_overcharge": "blank"}),
+        "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_charges_per_message', "
+        "'verdict': 'right', 'message': ''}}, raw=True)"), {"check_charges_per_message": "blank",
+                                                            "check_replay_charges_again": "blank"}),
     # Memory of other threads and of the referee: ctypes and the garbage collector's lists stop the run.
     "ctypes": ("import ctypes\nctypes.memmove(id(1), id(2), 8)\nplan = 'anything'", None, BOTH_TAMPERED),
     "garbage_collector": ("import gc\nfound = gc.get_objects()\nplan = 'anything'", None, BOTH_TAMPERED),
@@ -106,28 +106,28 @@ CASES = {
                             "daemon=True).start()\n" + RIGHT, None, BOTH_TAMPERED),
     # Writing a verdict straight onto the referee's channel (whichever descriptor it is).
     "fake_report_line": ("import os\nfor fd in range(3, 64):\n    try:\n"
-                      "        os.write(fd, b\"S 00 (1, 'right', 'check_overcharge', '')\\n\")\n"
+                      "        os.write(fd, b\"S 00 (1, 'right', 'check_replay_charges_again', '')\\n\")\n"
                       "    except OSError:\n        pass\n" + RIGHT, None,
-                      {"check_triple_charge": "check tampered", "check_overcharge": "check tampered"}),
+                      {"check_charges_per_message": "check tampered", "check_replay_charges_again": "check tampered"}),
     "result_forged_inside_the_check": (None, second_answer("KEEP_AT_IT = False\n" + SNEAKY),
-                                       {"check_triple_charge": "blank", "check_overcharge": "wrong"}),
+                                       {"check_charges_per_message": "blank", "check_replay_charges_again": "wrong"}),
     "result_forged_by_a_thread": (None, second_answer("KEEP_AT_IT = True\n" + SNEAKY), BOTH_TAMPERED),
     # Every process forks until the process limit, then the children sleep on.
     "fork_bomb": (guarded("import os, time\nwhile True:\n    if os.fork() == 0:\n        while True:\n"
                           "            try:\n                os.fork()\n            except OSError:\n"
                           "                time.sleep(600)"), None, RIGHT_THEN_BLANK),
     "memory_hog": ("hog = bytearray(16 << 30)\n" + RIGHT, None,
-                   {"check_triple_charge": "not run", "check_overcharge": "blank"}),
+                   {"check_charges_per_message": "not run", "check_replay_charges_again": "blank"}),
     "output_flood": ("import os\nfor _ in range(1000):\n    print('x' * 100_000)\n    os.write(2, b'y' * 100_000)\n"
                      + RIGHT, None, RIGHT_THEN_BLANK),
     "exits": ("import os\nos._exit(0)", None,
-              {"file": "run failed", "check_triple_charge": "not run", "check_overcharge": "not run"}),
+              {"file": "run failed", "check_charges_per_message": "not run", "check_replay_charges_again": "not run"}),
     "infinite_loop": ("while True:\n    pass", None,
-                      {"file": "timed out", "check_triple_charge": "not run", "check_overcharge": "blank"}),
+                      {"file": "timed out", "check_charges_per_message": "not run", "check_replay_charges_again": "blank"}),
     "loop_that_ignores_interrupts": ("while True:\n    try:\n        while True:\n            pass\n"
                                      "    except BaseException:\n        pass", None,
-                                     {"file": "timed out", "check_triple_charge": "not run",
-                                      "check_overcharge": "not run"}),
+                                     {"file": "timed out", "check_charges_per_message": "not run",
+                                      "check_replay_charges_again": "not run"}),
 }
 
 
@@ -186,11 +186,11 @@ def test_each_hostile_hand_in_is_graded_as_it_should_be(class_graded, name):
 
 def test_no_hostile_hand_in_is_graded_right_on_what_it_did_not_answer(class_graded):
     rows = class_graded[0]
-    assert [(r.student, r.exercise) for r in rows if r.verdict == "right" and r.exercise == "check_overcharge"] == []
+    assert [(r.student, r.exercise) for r in rows if r.verdict == "right" and r.exercise == "check_replay_charges_again"] == []
 
 
 def test_a_tampered_hand_in_says_what_was_found(class_graded):
-    notes = {row.student: row.note for row in class_graded[0] if row.exercise == "check_triple_charge"}
+    notes = {row.student: row.note for row in class_graded[0] if row.exercise == "check_charges_per_message"}
     assert "Feedback.verdict" in notes["verdict_property"]
     assert "_repr_mimebundle_" in notes["verdict_display"]
     assert "lesson_01.hint" in notes["helper_module"]
@@ -217,7 +217,7 @@ def test_no_hand_in_reaches_the_network(class_graded):
 
 
 def test_the_processes_a_hand_in_started_are_stopped_and_said(class_graded):
-    note = next(r.note for r in class_graded[0] if r.student == "fork_bomb" and r.exercise == "check_triple_charge")
+    note = next(r.note for r in class_graded[0] if r.student == "fork_bomb" and r.exercise == "check_charges_per_message")
     assert "stopped" in note
 
 

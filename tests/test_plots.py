@@ -108,15 +108,17 @@ def test_the_wait_plot_shows_both_measured_times_in_milliseconds_beside_a_legend
     assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
 
 
-def test_the_retry_settings_plot_has_a_line_per_lease_on_both_panels():
+def test_the_retry_settings_plot_has_a_line_per_lease_on_every_panel():
     grid = pd.DataFrame({"lease (s)": [30, 30, 60, 60], "max deliveries": [5, 1, 5, 1],
-                         "extra charges": [5, 0, 2, 0], "payments never made": [0, 6, 0, 6]})
-    extra, lost = plots.plot_retry_settings(grid, title="t")
-    for ax in (extra, lost):
+                         "extra charges": [5, 0, 2, 0], "payments never made": [0, 6, 0, 6],
+                         "dead-lettered, already charged": [0, 4, 0, 3]})
+    extra, lost, charged = plots.plot_retry_settings(grid, title="t")
+    assert list(charged.get_lines()[0].get_ydata()) == [0, 4]
+    for ax in (extra, lost, charged):
         assert_labelled(ax)
         assert len(ax.get_lines()) == 2
     assert extra.get_lines()[0].get_marker() != extra.get_lines()[1].get_marker()
-    assert extra.xaxis_inverted() and lost.xaxis_inverted()
+    assert extra.xaxis_inverted() and lost.xaxis_inverted() and charged.xaxis_inverted()
     assert list(extra.get_xticks()) == [1, 5]  # only the delivery limits that ran, no tick between them
 
 

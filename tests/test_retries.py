@@ -24,6 +24,9 @@ def test_fewer_deliveries_or_a_longer_lease_make_duplicates_rarer_and_no_retries
     assert by.loc[(60, 2), "extra charges"] > 0, "more care never takes the duplicates to zero"
     assert by.loc[(60, 1), "extra charges"] == 0 and by.loc[(60, 1), "payments never made"] > 0
     assert by.loc[(60, 5), "payments never made"] == 0
+    # at one delivery the duplicates do not vanish: they wait in the dead-letter queue, already charged
+    assert 0 < by.loc[(60, 1), "dead-lettered, already charged"] < by.loc[(60, 1), "dead-lettered"]
+    assert (by["dead-lettered, already charged"] <= by["dead-lettered"]).all()
 
 
 def test_the_seconds_a_delivery_takes_are_each_step_s_own_or_the_simulator_s_default():

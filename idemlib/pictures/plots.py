@@ -289,25 +289,28 @@ def plot_waits(races: pd.DataFrame, ax: Axes | None = None, *,
     return ax
 
 
-def plot_retry_settings(grid: pd.DataFrame, *, title: str) -> tuple[Axes, Axes]:
-    """Extra charges and payments never made against the delivery limit, one line per lease length.
+def plot_retry_settings(grid: pd.DataFrame, *, title: str) -> tuple[Axes, Axes, Axes]:
+    """Extra charges, payments never made, and dead letters already charged, against the delivery limit,
+    one line per lease length.
 
     ``grid`` is the table from :func:`idemlib.explore.retry_settings`.
     """
-    fig, (extra, lost) = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
+    fig, panels = plt.subplots(1, 3, figsize=(13, 3.6), sharex=True)
+    columns = (("extra charges", "duplicates that got through"),
+               ("payments never made", "messages lost"),
+               ("dead-lettered, already charged", "dead letters a replay charges again"))
     for number, (lease, rows) in enumerate(grid.groupby("lease (s)")):
         marker, dashes = LINE_STYLES[number % len(LINE_STYLES)]
-        for ax, column in ((extra, "extra charges"), (lost, "payments never made")):
+        for ax, (column, _) in zip(panels, columns):
             ax.plot(rows["max deliveries"], rows[column], marker=marker, linestyle=dashes, label=f"lease {lease:g} s")
-    for ax, column, what in ((extra, "extra charges", "duplicates that got through"),
-                             (lost, "payments never made", "messages lost")):
+    for ax, (column, what) in zip(panels, columns):
         ax.set_ylabel(f"{column} (count)")
         ax.set_xlabel("deliveries allowed before the dead-letter queue")
         ax.set_title(what)
         ax.set_ylim(bottom=0)
         ax.set_xticks(sorted(grid["max deliveries"].unique()))  # only the limits that were run
         ax.grid(alpha=0.3)
-    extra.invert_xaxis()  # shared by both panels: generous retries on the left, none on the right
-    extra.legend(loc="lower left", frameon=False)
+    panels[0].invert_xaxis()  # shared by all panels: generous retries on the left, none on the right
+    panels[0].legend(loc="lower left", frameon=False)
     fig.suptitle(title)
-    return extra, lost
+    return panels[0], panels[1], panels[2]

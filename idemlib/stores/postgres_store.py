@@ -49,8 +49,9 @@ class PostgresPayments(SqlPayments):
     placeholder = "%s"
     conflict_errors = (errors.UniqueViolation, errors.SerializationFailure, errors.LockNotAvailable)
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, lock_timeout: str = "10s") -> None:
         self.url = url or postgres_url()
+        self.lock_timeout = lock_timeout
         self.schema = f"idemlib_run_{os.getpid()}_{next(_runs)}"
         with psycopg.connect(self.url, autocommit=True) as connection:
             connection.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
@@ -60,8 +61,9 @@ class PostgresPayments(SqlPayments):
 
     def connect(self) -> Cursor:
         # Autocommit: the session's own BEGIN and COMMIT decide. The lock timeout is a
-        # safety net, so a race that can never be settled fails instead of hanging.
+        # safety net, so a race that can never be settled fails instead of hanging; a wait
+        # longer than it ends in LockNotAvailable, which the handler treats as a lost race.
         connection = psycopg.connect(
-            self.url, autocommit=True, options=f"-c search_path={self.schema} -c lock_timeout=10s"
+            self.url, autocommit=True, options=f"-c search_path={self.schema} -c lock_timeout={self.lock_timeout}"
         )
         return connection.cursor()

@@ -64,6 +64,26 @@ def check_idempotent_inserts(answer: Any) -> Feedback:
                 "What does the definition compare, the answer a statement gives or the rows it leaves?")
 
 
+_STATEMENT_HINTS = {
+    # (name, the learner's verdict) -> the misconception that verdict shows
+    ("record the payment under the next number", True):
+        "The payments table has a unique key on message_id, and that key refused exercise 1's repeat. Does it refuse "
+        "this one? Run the statement three times on one scratch() database and read payments' message_id column: "
+        "a key helps only when the repeat carries the same ID.",
+    ("delete a cart", False):
+        "A delete changes the data the first time. What does the second run find to delete, and what is left "
+        "different from after one run?",
+    ("add cart 11 unless it exists", False):
+        "This insert looks for its own row first. After one run, what does the NOT EXISTS find on the next one?",
+    ("upsert the status", False):
+        "An upsert inserts or updates, but what does it set the row to on a repeat, compared with the first run?",
+    ("take 40 off the balance", True):
+        "Taking 40 off is the lesson's *add CZK 5,000* with a minus sign: every run moves the balance again.",
+    ("set the status", False):
+        "Setting a value is the lesson's *set the balance to CZK 5,000*: a repeat writes the same value again.",
+}
+
+
 @exercise
 def check_idempotent_statements(answer: Any) -> Feedback:
     """Lesson 00, exercise 2: for each statement of :data:`~idemlib.idempotence.STATEMENTS`, is it idempotent?
@@ -77,16 +97,19 @@ def check_idempotent_statements(answer: Any) -> Feedback:
     if isinstance(given, Feedback):
         return given
     truth = {name: is_idempotent(sql) for name, sql in STATEMENTS.items()}
-    wrong = sum(given[name] != truth[name] for name in STATEMENTS)
-    if wrong == 0:
-        return right("setting a value, upserting it and deleting can run again with no further effect; "
-                      "subtracting and inserting a row cannot.")
+    wrong = [name for name in STATEMENTS if given[name] != truth[name]]
+    if not wrong:
+        return right("setting a value, upserting it, deleting and inserting only what is missing can run again with "
+                     "no further effect; subtracting, and inserting under a fresh number each run, cannot. A unique "
+                     "key protects a repeat only if the repeat carries the same ID, which is why lesson 05 asks where "
+                     "the ID comes from.")
     if all(given.values()):
         return hint("Not every statement is safe to repeat. For each, ask: after the third run, is any row "
-                     "different from after the first?")
+                    "different from after the first?")
     if not any(given.values()):
-        return hint("Some of these leave the data exactly as the first run did. Which ones set a value rather "
-                     "than change it by an amount or add a row?")
-    return hint(f"{wrong} of {len(STATEMENTS)} are not right yet. Try each one: `from idemlib.idempotence import "
-                 "scratch, state`, run the statement three times on one scratch() database and once on another, "
-                 "and compare state(...) of the two.")
+        return hint("Some of these leave the data exactly as the first run did. Which ones set a value or look for "
+                    "their row, rather than change a value by an amount or add a new row?")
+    first = wrong[0]
+    return hint(f"{len(wrong)} of {len(STATEMENTS)} are not right yet. "
+                + _STATEMENT_HINTS.get((first, given[first]), "Run that one three times on a scratch() database and "
+                                                               "compare state(...) with one run."))

@@ -7,15 +7,16 @@ from typing import Any
 
 import duckdb
 
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, one_of, right
 from idemlib.explore import crash_matrix
-from idemlib.handlers import HANDLERS, handler_named
+from idemlib.handlers import NaiveHandler
+from idemlib.sim import OUTCOMES
 from idemlib.stores.sql import SCHEMA
 
-__all__ = ["check_inbox_insert", "check_crash_point"]
+__all__ = ["check_inbox_insert", "check_naive_crashes"]
 
 
-DELIVERIES = ("m-7f3", "m-7f3", "pay-1042", "m-10", "m-9c2", "m-10", "pay_1042", "m-8a10", "m-7f3", "m-8a1",
+DELIVERIES = ("m-7f3", "m-7f3", "pay-1042", "m-10", "m-9c2", "m-9c2 ", "m-10", "pay_1042", "m-8a10", "m-7f3", "m-8a1",
               "pay-1042", "M-7F3", "pay_1042", "m-8a1", "m-100", "order-1042", "M-7F3", "m-100", "m-7f3")
 """Several messages, each delivered more than once, interleaved as a queue would hand them out.
 
@@ -25,8 +26,9 @@ collide with ``m-8a1``), and ``pay_1042`` follows ``pay-1042`` (``LIKE`` reads `
 one character, so the two would match). ``m-100`` follows ``m-10`` (a condition that takes a
 stored ID for a prefix of the new one makes them collide, the other way round from ``m-8a10``
 and ``m-8a1``), ``order-1042`` ends like ``pay-1042`` (an ID compared by its last characters
-collides), and ``M-7F3`` is a message of its own (IDs are compared exactly, not
-case-insensitively or trimmed). The last delivery repeats the very first ID after nine
+collides), ``M-7F3`` is a message of its own (IDs are compared exactly, not
+case-insensitively), and so is ``m-9c2 `` with its trailing space (nor trimmed: a producer
+that pads its IDs pads them every time, and another producer's ``m-9c2`` is another message). The last delivery repeats the very first ID after nine
 other messages, so a condition that looks only at the latest few rows misses it.
 """
 
@@ -150,58 +152,45 @@ def check_inbox_insert(sql: Any) -> Feedback:
     return right(f"{len(DELIVERIES)} deliveries of {len(seen)} messages, in no sorted order: one row for each new ID, "
                  "zero for each repeat, and no error, so each transaction went on to commit. One caveat: two consumers "
                  "running it at the same moment can both find no row, and then the unique key refuses one of them "
-                 "with an error. ON CONFLICT DO NOTHING does not always spare that error either: on PostgreSQL at READ "
-                 "COMMITTED the second insert waits and writes zero rows (on SQLite the second writer waits at its BEGIN "
-                 "IMMEDIATE and then writes zero rows too), but on DuckDB the later commit fails, and on "
-                 "PostgreSQL at REPEATABLE READ or SERIALIZABLE the insert ends in a serialization failure. The money "
-                 "is safe in every case; lesson 03 shows each engine's signal and what the handler does with it.")
-
-
-def _fault_named(fault: str, faults: list[str], steps: tuple[str, ...]) -> str:
-    """The crash matrix's own spelling of ``fault``.
-
-    Case, spacing and a missing "crash" are forgiven, and a crash *after* a step reads
-    as the crash before the next one (nothing runs between the two).
-    """
-    # "crash before the commit", "before its commit" and "just before commit" name the crash before commit;
-    # "the commit" alone names no moment, so it stays unread.
-    words = " ".join(word for word in fault.lower().strip(" .!").split()
-                     if word not in ("the", "its", "a", "just", "right")).removeprefix("crash ")
-    after = words.removeprefix("after ")
-    if after != words and after in steps[:-1]:
-        words = f"before {steps[steps.index(after) + 1]}"
-    for candidate in (words, f"crash {words}"):
-        if candidate in faults:
-            return candidate
-    return fault
+                 "with an error, where ON CONFLICT DO NOTHING may instead make the second one wait and write zero rows. "
+                 "The money is safe in every case; lesson 03 shows each engine's signal and what the handler does with it.")
 
 
 @exercise
-def check_crash_point(handler_name: Any, fault: Any, outcome: str) -> Feedback:
-    """Lesson 02: name a handler and a **crash** (as the crash matrix spells it) that ends in ``outcome``."""
-    for value, what in ((handler_name, "a handler's name"), (fault, "a fault such as 'crash before commit'")):
-        if (missing := blank(value, what)) is not None:
-            return missing
-    if isinstance(handler_name, str):  # "Naive" and "id first" name the lesson's handlers too
-        handler_name = next((h.name for h in HANDLERS if h.name.lower() == " ".join(handler_name.lower().split())),
-                            handler_name)
-    try:
-        handler = handler_named(handler_name)
-    except KeyError as error:
-        return hint(str(error.args[0]))
-    if not isinstance(fault, str):
-        return hint(f"Give the crash as a string, such as 'crash before begin', not a {type(fault).__name__}.")
-    matrix = crash_matrix([handler])
-    crashes = [name for name in matrix["fault"] if name.startswith("crash ")]
-    named = _fault_named(fault, list(matrix["fault"]), tuple(handler.steps))
-    row = matrix[matrix["fault"] == named]
-    if row.empty:
-        return hint(f"{handler_name!r} has no fault called {fault!r}; its crashes are {crashes}.")
-    if named not in crashes:
-        return hint(f"'{named}' is not a crash of the consumer: the question asks which crash does it. "
-                     f"Its crashes are {crashes}.")
-    found = row["outcome"].iloc[0]
-    if found == outcome:
-        return right(f"{named} leaves the {handler_name} consumer with '{outcome}'.")
-    return hint(f"With {named}, the {handler_name} consumer ends with '{found}', not '{outcome}'. "
-                 "Think about what is already saved at that moment, and what the redelivery will find.")
+def check_naive_crashes(answer: Any) -> Feedback:
+    """Lesson 02, exercise 2: the naive consumer's column of the crash matrix, predicted fault by fault.
+
+    The answer maps each fault of the naive consumer (as the crash matrix spells it) to one of
+    :data:`~idemlib.sim.OUTCOMES`; the check runs the crash matrix for that consumer.
+    """
+    matrix = crash_matrix([NaiveHandler()])
+    faults = list(matrix["fault"])
+    if (missing := blank(answer, f"a dict mapping each of {faults} to one of {list(OUTCOMES)}")) is not None:
+        return missing
+    if not isinstance(answer, dict) or set(answer) != set(faults):
+        return hint(f"Answer with a dict whose keys are exactly the naive consumer's faults {faults}, each mapped "
+                    f"to one of {list(OUTCOMES)}.")
+    given: dict[str, str] = {}
+    for fault, outcome in answer.items():
+        named = one_of(outcome, OUTCOMES, f"the outcome of {fault!r}")
+        if not isinstance(named, str):
+            return named
+        given[fault] = named
+    truth = dict(zip(matrix["fault"], matrix["outcome"]))
+    wrong = [fault for fault in faults if given[fault] != truth[fault]]
+    if not wrong:
+        return right("the naive consumer's charge is saved at its commit, and nothing remembers it: any fault after "
+                     "the commit (a crash before the ack, a lost ack) brings a redelivery that charges again, and any "
+                     "crash before it is rolled back and retried harmlessly. It never loses a charge, and never "
+                     "recognises a repeat.")
+    fault, said = wrong[0], given[wrong[0]]
+    if said == "charge lost":
+        why = ("The naive consumer acks last, and a broker that hears no ack delivers again. Which of its writes could "
+               "a redelivery skip, when it remembers nothing?")
+    elif truth[fault] == "charged twice":
+        why = (f"At {fault!r} the charge is already committed. What does the redelivery do with a consumer that has "
+               "no record of it (section 3's ID-first and work-first columns show the two ways to remember)?")
+    else:
+        why = (f"At {fault!r} nothing is committed yet: the crash rolls the transaction back. What is left for the "
+               "redelivery to repeat?")
+    return hint(f"{len(wrong)} of {len(faults)} are not right yet. {why}")

@@ -2,203 +2,151 @@
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from typing import Any
 
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
-from idemlib.races import RaceOutcome, postgres_at, race
-from idemlib.stores import DuckDBPayments, postgres_unavailable, require_servers
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, not_judged, one_of, right
+from idemlib.races import postgres_at, race
+from idemlib.stores import DuckDBPayments, SQLitePayments, postgres_unavailable, require_servers
+from idemlib.stores.snapshots import SIGNALS, late_duplicate
 
-__all__ = ["check_race_loser", "check_repeatable_read"]
+__all__ = ["check_race_losers", "check_late_insert"]
+
+LOSERS = ("A at begin", "A at record id", "A at commit", "B at begin", "B at record id", "B at commit", "nobody")
+"""Who fails, and at which step of the inbox (begin, record id, charge, commit, ack), or nobody."""
+
+SWAPPED_RACES = ("DuckDB, B commits", "DuckDB, B rolls back", "SQLite with busy timeout 0, B commits")
+"""Exercise 1's races: section 3's race with the roles swapped, B the slow one that holds its transaction open."""
 
 
 def _swap_roles(failed: str) -> str:
     return failed.translate(str.maketrans("AB", "BA"))
 
 
-_STEP_WORDS = {"begin": "begin", "begins": "begin", "insert": "record id", "inserts": "record id",
-               "record": "record id", "charge": "charge", "charges": "charge", "commit": "commit",
-               "commits": "commit", "ack": "ack", "acks": "ack"}
-"""The inbox's steps (begin, record id, charge, commit, ack), as a learner may word them."""
-
-_FILLER = {"consumer", "fails", "failed", "fail", "loses", "lost", "at", "its", "the", "on", "in", "step",
-           "id", "is", "refused", "when", "it", "tries", "to", "with", "error", "an", "time", "second",
-           # the error a learner may name beside the step: DuckDB's words for the failed commit
-           "transactionexception", "conflict", "duplicate", "key", "constraint", "violation", "unique", "primary"}
-
-
-def _read_loser(answer: str) -> str:
-    """Read a loser the way a learner may write it.
-
-    ``"B at commit"``, ``"consumer B fails at its COMMIT"``, ``"B's commit"`` and ``"b, commit"``
-    all read as ``"B at commit"``; ``"nobody"``, ``"none"`` and ``"neither"`` as ``"nobody"``; a
-    consumer named without a step as ``"B at ?"``. Anything else comes back as it was given.
-    """
-    words = re.sub(r"'s\b|[,.:;!()\"]", " ", answer.strip().lower()).split()
-    if words in (["nobody"], ["none"], ["neither"], ["no", "one"]):
-        return "nobody"
-    words = [word for word in words if word not in _FILLER]
-    who = [word for word in words if word in ("a", "b")]
-    steps = list(dict.fromkeys(_STEP_WORDS[word] for word in words if word in _STEP_WORDS))
-    rest = [word for word in words if word not in ("a", "b") and word not in _STEP_WORDS]
-    if len(who) == 1 and words[0] == who[0] and len(steps) <= 1 and not rest:
-        return f"{who[0].upper()} at {steps[0] if steps else '?'}"
-    return answer.strip()
-
-
 @cache
-def duckdb_race_loser() -> str:
-    """Who fails in the lesson's DuckDB race (A holds its transaction open while B runs the whole handler).
+def swapped_race_losers() -> dict[str, str]:
+    """Who fails in each of :data:`SWAPPED_RACES`, measured on the real engines.
 
-    The race lets A go on only once B has finished, so the answer is the same however busy the machine is.
+    The lesson's race holds A and runs B; the two consumers run the same code, so the
+    roles are swapped by swapping the names. A goes on only once the engine shows B
+    finished or failed, so the answer is the same however busy the machine is.
     """
-    return race(DuckDBPayments(), hold_seconds=0.1).failed
+    runs = {SWAPPED_RACES[0]: race(DuckDBPayments(), hold_seconds=0.05),
+            SWAPPED_RACES[1]: race(DuckDBPayments(), first_commits=False, hold_seconds=0.05),
+            SWAPPED_RACES[2]: race(SQLitePayments(busy_timeout=0), hold_seconds=0.05)}
+    return {case: _swap_roles(outcome.failed) for case, outcome in runs.items()}
+
+
+_LOSER_HINTS = {
+    ("DuckDB", "B at commit", "A at commit"): "In section 3 A was the slow one and failed. Here B holds its transaction "
+                                              "open while A runs the whole handler: who reaches COMMIT second now?",
+    ("DuckDB", "nobody", "B at commit"): "When the slow consumer rolls back, its m-7f3 row is gone. Is there still a "
+                                         "second commit of the same key for DuckDB to refuse?",
+    ("SQLite", "A at begin", "nobody"): "With a busy timeout of 0 SQLite does not wait for the write lock (section 3c). "
+                                        "Who asks for the lock while the other one holds it?",
+}
 
 
 @exercise
-def check_race_loser(answer: Any) -> Feedback:
-    """Lesson 03: DuckDB, roles swapped: B holds its transaction open while A runs the whole handler.
-
-    The check runs the lesson's real race (A holds, B runs) on DuckDB and swaps the
-    names, since the two consumers run the same code.
-    """
-    if (missing := blank(answer, 'a string such as "A at record id" or "nobody"')) is not None:
+def check_race_losers(answer: Any) -> Feedback:
+    """Lesson 03, exercise 1: who fails, and where, in each of :data:`SWAPPED_RACES` (each one of :data:`LOSERS`)."""
+    if (missing := blank(answer, f"a dict mapping each of {list(SWAPPED_RACES)} to one of {list(LOSERS)}")) is not None:
         return missing
-    if not isinstance(answer, str):
-        return hint('Answer with a string such as "A at record id", "B at begin" or "nobody".')
-    truth = _swap_roles(duckdb_race_loser())
-    given = _read_loser(answer)
-    if given == truth:
-        return right(f"{truth}: DuckDB lets both insert, nobody waits, and whoever commits second fails.")
-    if given == _swap_roles(truth):
-        return hint("That is the race of section 3, where A was the slow one. Here B holds its transaction open "
-                     "and A runs the whole handler. Who reaches COMMIT second now?")
-    if given == "nobody":
-        return hint("Both transactions wrote the same message_id, and only one of them can keep it. DuckDB does not "
-                     "make anyone wait: so one of them must fail. Which one, and when does DuckDB find out?")
-    if given.endswith(" at ?"):
-        return hint("Say at which step too: the inbox's steps are begin, record id, charge, commit and ack.")
-    if given.endswith(("record id", "begin", "charge")):
-        return hint("DuckDB is optimistic: it lets both inserts through, since neither can see the other's "
-                    "uncommitted row. The clash is found later. When?")
-    if given.endswith(" at ack"):
-        return hint("A consumer acks only after its commit has succeeded, so nothing fails at the ack. "
-                    "Which earlier step does DuckDB refuse?")
-    return hint('Answer with a consumer and a step of the inbox (begin, record id, charge, commit, ack), '
-                'in the form "A at record id", or with "nobody".')
+    if not isinstance(answer, dict) or set(answer) != set(SWAPPED_RACES):
+        return hint(f"Answer with a dict whose keys are exactly {list(SWAPPED_RACES)}, each mapped to one of "
+                    f"{list(LOSERS)}.")
+    given: dict[str, str] = {}
+    for case, loser in answer.items():
+        named = one_of(loser, LOSERS, f"the loser of {case!r}")
+        if not isinstance(named, str):
+            return named
+        given[case] = named
+    truth = swapped_race_losers()
+    wrong = [case for case in SWAPPED_RACES if given[case] != truth[case]]
+    if not wrong:
+        return right("DuckDB lets both insert and fails the second COMMIT of the same key, whoever that is, and "
+                     "nobody if the holder rolls back; SQLite with no patience refuses the second BEGIN IMMEDIATE at once.")
+    case = wrong[0]
+    engine = case.split(",")[0].split()[0]
+    said = _LOSER_HINTS.get((engine, truth[case], given[case]))
+    if said is None and given[case].endswith(("record id", "charge")) and engine == "DuckDB":
+        said = ("DuckDB is optimistic: neither insert waits or fails, since neither can see the other's uncommitted "
+                "row. When does it find the clash?")
+    if said is None and engine == "SQLite":
+        said = ("SQLite has one write lock, taken at BEGIN IMMEDIATE by whoever begins first. With a busy timeout of "
+                "0, what happens to the one that asks second (section 3c)?")
+    return hint(f"{len(wrong)} of {len(SWAPPED_RACES)} are not right yet, {case!r} among them. "
+                + (said or "Replay the race step by step: who holds the key, and who asks for it second?"))
 
 
-SIGNALS = ("one row", "zero rows", "serialization failure", "duplicate-key error")
-"""What B's ``INSERT ... ON CONFLICT DO NOTHING`` can end in, in the lesson's words."""
 ACTIONS = ("charge", "skip and ack", "give it back")
-"""What the inbox handler can do next: charge, skip the charge and ack, or roll back and give the message back."""
-CASES = ("A commits", "A rolls back")
+"""What the inbox handler does next: charge, skip the charge and ack, or roll back and give the message back."""
 
-_SIGNAL_WORDS = (
-    ("serialization failure", ("serializ", "40001")),
-    ("duplicate-key error", ("duplicate", "unique", "23505", "key error")),
-    ("zero rows", ("zero row", "0 row", "no row", "nothing")),
-    ("one row", ("one row", "1 row", "a row", "writes its row", "inserts")),
-)
-_ACTION_WORDS = (
-    ("refund", ("charge back", "chargeback", "refund")),  # money back to the customer, not the message to the broker
-    ("give it back", ("give", "back", "retry", "nack", "requeue", "release", "redeliver", "rollback", "abort")),
-    ("skip and ack", ("skip", "ack", "ignore")),
-    ("charge", ("charge", "pay", "do the work")),
-)
+LATE_CASES = {"READ COMMITTED, B read first": ("READ COMMITTED", True),
+              "REPEATABLE READ, B read first": ("REPEATABLE READ", True),
+              "REPEATABLE READ, B only began": ("REPEATABLE READ", False)}
+"""Exercise 2's cases: B's isolation level, and whether B ran a statement before A committed m-7f3."""
 
-
-def _one_of(text: Any, vocabulary: tuple[tuple[str, tuple[str, ...]], ...]) -> str | None:
-    """The first vocabulary entry that a word of ``text`` names, or None.
-
-    The entries are tried in order, so "skip the charge" reads as a skip and "roll back and
-    retry" as giving the message back; whole words only, so "back" is no "ack".
-    """
-    if isinstance(text, int) and not isinstance(text, bool) and text in (0, 1):
-        text = f"{text} row"
-    if not isinstance(text, str):
-        return None
-    said = " ".join(text.lower().replace("-", " ").replace("_", " ").split())
-    for name, words in vocabulary:
-        if any(re.search(rf"\b{re.escape(word.replace('-', ' '))}", said) for word in words):
-            return name
-    return None
-
-
-def _signal_and_action(outcome: RaceOutcome) -> tuple[str, str]:
-    """B's signal in a real race, in the lesson's words, and what the inbox handler does with it."""
-    if outcome.failed.startswith("B"):
-        signal = "serialization failure" if "serializ" in outcome.error.lower() else "duplicate-key error"
-        return signal, "give it back"
-    return ("one row", "charge") if outcome.b_inserted else ("zero rows", "skip and ack")
+_NEXT = {"one row": "charge", "zero rows": "skip and ack"}
 
 
 @cache
-def repeatable_read_signals() -> dict[str, tuple[str, str]]:
-    """B's signal and the handler's next move at REPEATABLE READ, measured on the PostgreSQL server.
-
-    Each case is the lesson's real race: A holds its transaction open until the server
-    shows B's insert waiting for it, so B always meets A's transaction, however busy the machine is.
-    """
-    return {case: _signal_and_action(race(postgres_at("REPEATABLE READ"), first_commits=commits, hold_seconds=0.1))
-            for case, commits in zip(CASES, (True, False))}
+def late_insert_signals() -> dict[str, tuple[str, str]]:
+    """B's signal in each of :data:`LATE_CASES`, measured on the PostgreSQL server, and the handler's next move."""
+    truth = {}
+    for case, (level, reads_first) in LATE_CASES.items():
+        signal = late_duplicate(postgres_at(level), b_reads_first=reads_first).b_insert
+        truth[case] = (signal, _NEXT.get(signal, "give it back"))
+    return truth
 
 
 @exercise
-def check_repeatable_read(answer: Any) -> Feedback:
-    """Lesson 03, exercise 2: B's signal at REPEATABLE READ on PostgreSQL, and what the handler must do with it.
+def check_late_insert(answer: Any) -> Feedback:
+    """Lesson 03, exercise 2: B's transaction was open when A committed m-7f3; what does B's insert end in?
 
-    The answer maps each case (A commits, A rolls back) to a pair (signal, action);
-    the check runs both races on the real server and reads B's signal off them.
+    The answer maps each of :data:`LATE_CASES` to a pair (signal, action), a signal one of
+    :data:`~idemlib.stores.snapshots.SIGNALS` and an action one of :data:`ACTIONS`; the
+    check runs each case on the PostgreSQL server.
     """
-    if (missing := blank(answer, 'a dict {"A commits": (signal, action), "A rolls back": (signal, action)}')) is not None:
+    shape = f"a dict mapping each of {list(LATE_CASES)} to a pair (signal, action)"
+    if (missing := blank(answer, shape)) is not None:
         return missing
-    shape = hint(f'Answer with a dict {{"A commits": (signal, action), "A rolls back": (signal, action)}}, '
-                 f"the signal one of {list(SIGNALS)} and the action one of {list(ACTIONS)}.")
-    if not isinstance(answer, dict):
-        return shape
-    # "a commits" and " A  commits" name the same case as "A commits"
-    cases = {" ".join(case.lower().split()): case for case in CASES}
-    named = {cases.get(" ".join(key.lower().split())) if isinstance(key, str) else None: pair
-             for key, pair in answer.items()}
-    if len(answer) != len(CASES) or set(named) != set(CASES):
-        return shape
-    given: dict[str, tuple[str | None, str | None]] = {}
-    for case, pair in named.items():
+    if not isinstance(answer, dict) or set(answer) != set(LATE_CASES):
+        return hint(f"Answer with {shape}: the signal one of {list(SIGNALS)}, the action one of {list(ACTIONS)}.")
+    given: dict[str, tuple[str, str]] = {}
+    for case, pair in answer.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            return shape
-        given[case] = (_one_of(pair[0], _SIGNAL_WORDS), _one_of(pair[1], _ACTION_WORDS))
-    unread = [case for case, (signal, action) in given.items() if signal is None or action is None]
-    if unread:
-        return hint(f"I cannot read the answer for {unread[0]!r}: name the signal as one of {list(SIGNALS)} "
-                    f"and the action as one of {list(ACTIONS)}.")
+            return hint(f"For {case!r} give a pair (signal, action), such as ('one row', 'charge').")
+        signal, action = one_of(pair[0], SIGNALS, "the signal"), one_of(pair[1], ACTIONS, "the action")
+        for named in (signal, action):
+            if not isinstance(named, str):
+                return named
+        given[case] = (str(signal), str(action))
     if (reason := postgres_unavailable()) is not None:
-        if require_servers():
+        if require_servers("postgres"):
             raise RuntimeError(reason)
-        return hint(f"This check races two consumers on PostgreSQL, and none answers here, so it cannot judge "
-                    f"the answer. {reason}")
-    truth = repeatable_read_signals()
-    if given == truth:
-        return right("at REPEATABLE READ the loser's snapshot never contains the winner's row: when A commits, B's "
-                     "waiting insert is refused with a serialization failure, B rolls back and gives m-7f3 back, and "
-                     "if the message comes back, the redelivery, in a fresh snapshot, finds the ID and skips. When A rolls back, there is nothing "
-                     "to conflict with: B's insert goes ahead and B charges.")
-    committed, rolled_back = given["A commits"], given["A rolls back"]
-    if committed[0] != truth["A commits"][0]:
-        if committed[0] == "zero rows":
-            return hint("Zero rows is READ COMMITTED's answer, the one level at which PostgreSQL lets B's insert skip for "
-                        "a row its snapshot does not hold. At REPEATABLE READ, which rows can B's transaction see?")
-        if committed[0] == "duplicate-key error":
-            return hint("B's insert says ON CONFLICT DO NOTHING, so a duplicate key alone raises nothing. What does "
-                        "PostgreSQL do when the conflicting row is one B's snapshot cannot see?")
-        return hint("If B wrote its row while A's row stands, the unique key would hold two m-7f3s. "
-                    "Which signal does PostgreSQL give B instead, at this level?")
-    if committed[1] != truth["A commits"][1]:
-        return hint("The signal is right, but what comes next is not. After that error B's transaction can commit "
-                    "nothing, and the error does not say m-7f3 was handled: it says B's snapshot is out of date. "
-                    "What does the handler do with a lost race, so a later delivery can decide?")
-    if rolled_back[0] != truth["A rolls back"][0]:
-        return hint("When A rolls back, its m-7f3 row is gone. Is there still anything for B's insert to conflict with?")
-    return hint("The signal when A rolls back is right; what the handler does with it is not. B's row is the only "
-                "m-7f3 row: which step of the inbox comes next?")
+        return not_judged(f"this check runs each case on a PostgreSQL server, and none answers here. {reason}")
+    truth = late_insert_signals()
+    wrong = [case for case in LATE_CASES if given[case] != truth[case]]
+    if not wrong:
+        return right("a REPEATABLE READ transaction reads one snapshot, taken at its first statement, not at its BEGIN: "
+                     "if that came before A's commit, the insert meets a row its snapshot cannot hold and PostgreSQL "
+                     "refuses it; the message goes back and its redelivery, in a fresh snapshot, skips it. At READ "
+                     "COMMITTED each statement takes a new snapshot, and the insert finds A's row.")
+    case = wrong[0]
+    signal, action = given[case]
+    true_signal, true_action = truth[case]
+    if signal == true_signal:
+        return hint(f"The signal for {case!r} is right, what comes next is not. After an error the transaction can "
+                    "commit nothing, and zero rows means the work is already committed: which move leaves the message "
+                    "for a delivery that can decide?")
+    if signal == "duplicate-key error":
+        return hint("B's insert says ON CONFLICT DO NOTHING, so a duplicate key alone raises nothing on PostgreSQL. "
+                    "What matters is whether A's row is in the snapshot B's insert reads.")
+    if case.startswith("REPEATABLE READ") and signal == "zero rows":
+        return hint(f"In {case!r}: when did B's snapshot start, before or after A's commit? At REPEATABLE READ an "
+                    "ON CONFLICT insert may not skip for a row its snapshot does not hold (section 3b's documentation).")
+    if true_signal == "zero rows":
+        return hint(f"In {case!r}, B's snapshot for the insert is taken after A committed. Which rows can it see, and "
+                    "what does ON CONFLICT DO NOTHING write then?")
+    return hint(f"In {case!r}: A's row is committed before B inserts. Can B write a second m-7f3 under the unique key?")
