@@ -161,7 +161,8 @@ def real_brokers() -> pd.DataFrame:
                               f"ack wait, {fact('nats_ack_wait_default')}"),
         "lease on this machine": ("1 s, checked every 0.25 s (.ci/start-rabbitmq)",
                                   f"{ACK_WAIT:g} s (set by the adapter)"),
-        "an ack is answered": ("never (AMQP 0-9-1)", "yes: every ack is a double ack (ack_sync)"),
+        "an ack is answered": ("never (AMQP 0-9-1)", "a double ack only (AckSync); a plain ack is not. The adapter "
+                                                     "sends every ack as a double ack"),
         "deduplication on the way in": ("none", f"Nats-Msg-Id inside the duplicate window "
                                                 f"({fact('nats_duplicate_window_default')} by default)"),
     }

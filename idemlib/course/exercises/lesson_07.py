@@ -10,6 +10,7 @@ import functools
 import numbers
 import re
 import string
+from datetime import datetime, timedelta
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -131,22 +132,45 @@ def _events(seed: int, count: int, retries: int = 0) -> tuple[list[dict[str, Any
         mine = producer_at == producer
         seqs[mine] = np.cumsum(steps[mine])
     orders, amounts = rng.integers(1000, 1300, size=count), rng.choice((12, 25, 40), size=count)
-    minutes = rng.integers(60, size=count)
+    # Sent in the last hour of a day, so that some retries, a few minutes later, carry the next day's date.
+    sent = rng.integers(3600, size=count)
     events = [{"producer": PRODUCERS[p], "seq": int(q), "order_id": int(o), "amount": int(a),
-               "sent_at": f"2026-12-01T09:{m:02d}:00Z", "attempt": 1}
-              for p, q, o, a, m in zip(producer_at.tolist(), seqs.tolist(), orders.tolist(), amounts.tolist(),
-                                       minutes.tolist())]
+               "sent_at": _timestamp(int(t)), "attempt": 1}
+              for p, q, o, a, t in zip(producer_at.tolist(), seqs.tolist(), orders.tolist(), amounts.tolist(),
+                                       sent.tolist())]
     resent = []
-    for index, order, attempt, second in zip(rng.choice(count, size=retries, replace=False).tolist(),
-                                             rng.permuted(np.tile(np.arange(6), (retries, 1)), axis=1).tolist(),
-                                             rng.integers(2, 6, size=retries).tolist(),
-                                             rng.integers(3600, size=retries).tolist()):
+    for index, order, attempt, later in zip(rng.choice(count, size=retries, replace=False).tolist(),
+                                            rng.permuted(np.tile(np.arange(6), (retries, 1)), axis=1).tolist(),
+                                            rng.integers(2, 6, size=retries).tolist(),
+                                            rng.integers(1, 300, size=retries).tolist()):
         fields = list(events[index].items())
         again = dict(fields[k] for k in order)  # the retry serialises the event again, its fields in another order
         again["attempt"] = attempt
-        again["sent_at"] = f"2026-12-01T10:{second // 60:02d}:{second % 60:02d}Z"
+        again["sent_at"] = _timestamp(int(sent[index]) + later)  # inside SQS's 5-minute interval, where it counts
         resent.append((index, again))
     return events, resent
+
+
+def _timestamp(seconds_after_23h: int) -> str:
+    """The ISO time ``seconds_after_23h`` seconds after 23:00 on 2026-12-01 (past midnight, the next day's date)."""
+    return (_EVENING + timedelta(seconds=seconds_after_23h)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_EVENING = datetime(2026, 12, 1, 23, 0, 0)
+
+
+MIN_ID_SPACE = 1e13
+"""Fewer possible IDs than this, and the birthday bound gives 150,000 events a collision with odds above 1 in 1,000."""
+
+
+def _id_space(ids: list[str]) -> float:
+    """How many IDs the answer can make at most, judged from its output: its characters, to the power of its length.
+
+    An ID that names the event grows with the producer's name and number, so its space is vast;
+    a short digest (a CRC-32, eight hex digits) stays small whatever it is fed.
+    """
+    alphabet, longest = len(set("".join(ids))), max(map(len, ids))
+    return float(alphabet) ** longest if alphabet > 1 else float(longest)
 
 
 def _identity(event: dict[str, Any]) -> tuple[str, int]:
@@ -209,6 +233,11 @@ def check_dedup_id(answer: Any, *, seed: int = 7) -> Feedback:
         if (earlier := first_with.setdefault(made, index)) != index:
             return hint(f"Two different events got the same ID {made!r:.50}, so SQS would drop the second as a "
                         f"duplicate and its payment would never be made: {_why_same(events[earlier], events[index])}")
+    if (values := _id_space(ids)) < MIN_ID_SPACE:
+        return hint(f"Your IDs use {len(set(''.join(ids)))} different characters and at most {max(map(len, ids))} "
+                    f"of them: about {values:.1e} possible IDs. No two of these {EVENTS:,} events collided, but "
+                    "that is luck or structure in this data: how many values can your ID take, and what does the "
+                    "birthday bound say about that many events inside one deduplication interval?")
     return right(f"{EVENTS:,} events from {len(PRODUCERS)} producers got {EVENTS:,} different IDs, and each of "
                  f"{RETRIES:,} re-serialised retries got its event's ID: the ID names the event (its producer and "
                  "that producer's number), not the bytes that carried it.")
