@@ -31,6 +31,8 @@ BANKS = {
             Wrong((45, 45), "outlast the longest payment"),
             Wrong((75, 90), "the very moment"),  # the quiet day's longest payment exactly: no margin at all
             Wrong((74, 90), "1 s after"),
+            Wrong((82.5, 90), "the very moment"),  # the busy day's longest payment exactly: no margin left
+            Wrong((90, 200), "both the lease and the deadline"),  # a deadline over one lease costs a second lease
             # The deadline shorter than the work: no copy arrived in the gap, but one could.
             Wrong((100, 60), "ran out 13 s before"),
             Wrong((100, 73), "the very moment"),
