@@ -87,6 +87,9 @@ BANKS = {
             # text) but the birthday bound at 10^5 events; judged by how many IDs it can make
             Wrong((lambda e: str(zlib.crc32(f"{e['producer']}:{e['seq']}".encode())),), "birthday"),
             Wrong((lambda e: format(zlib.crc32(f"{e['producer']}:{e['seq']}".encode()), "08x"),), "birthday"),
+            # Python's hash() of the identity: the same in this process, another after a producer restarts
+            Wrong((lambda e: str(hash((e["producer"], e["seq"]))),), "PYTHONHASHSEED"),
+            Wrong((lambda e: format(hash(f"{e['producer']}:{e['seq']}") % 2**64, "x"),), "PYTHONHASHSEED"),
             # the day it was sent: a retry a few minutes after 23:58 carries the next day's date
             Wrong((lambda e: f"{e['producer']}:{e['seq']}:{e['sent_at'][:10]}",), "retry got another ID"),
         ],

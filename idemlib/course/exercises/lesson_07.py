@@ -173,6 +173,23 @@ def _id_space(ids: list[str]) -> float:
     return float(alphabet) ** longest if alphabet > 1 else float(longest)
 
 
+def _builtin_hashes(event: dict[str, Any]) -> set[str]:
+    """Python's built-in hash() of the usual spellings of an event's identity, written out as an ID would be.
+
+    hash() of a str is seeded per process, so an ID made from it differs after a restart;
+    only such an ID equals one of these, so a right answer is never taken for one.
+    """
+    producer, seq = event["producer"], event["seq"]
+    spellings: list[Any] = [(producer, seq), (seq, producer), (producer, str(seq)), f"{producer}{seq}",
+                            *(f"{producer}{sep}{seq}" for sep in ":-|/_# .")]
+    made = set()
+    for spelling in spellings:
+        value = hash(spelling)
+        made |= {str(value), str(abs(value)), hex(value), format(value, "x"), str(value % 2**64),
+                 format(value % 2**64, "x"), format(value % 2**64, "016x")}
+    return made
+
+
 def _identity(event: dict[str, Any]) -> tuple[str, int]:
     return event["producer"], event["seq"]
 
@@ -233,6 +250,10 @@ def check_dedup_id(answer: Any, *, seed: int = 7) -> Feedback:
         if (earlier := first_with.setdefault(made, index)) != index:
             return hint(f"Two different events got the same ID {made!r:.50}, so SQS would drop the second as a "
                         f"duplicate and its payment would never be made: {_why_same(events[earlier], events[index])}")
+    if all(made in _builtin_hashes(event) for made, event in zip(ids[:3], events)):
+        return hint("Your IDs are Python's built-in hash() of the event's identity. Within this one process they "
+                    "agree, but Python seeds its string hash anew in every process (PYTHONHASHSEED), so the retry "
+                    "a restarted producer sends gets another ID. Which functions give the same digest everywhere?")
     if (values := _id_space(ids)) < MIN_ID_SPACE:
         return hint(f"Your IDs use {len(set(''.join(ids)))} different characters and at most {max(map(len, ids))} "
                     f"of them: about {values:.1e} possible IDs. No two of these {EVENTS:,} events collided, but "
