@@ -218,7 +218,9 @@ def check_dedup_id(answer: Any, *, seed: int = 7) -> Feedback:
 
     The check sends :data:`EVENTS` different events from several producers and
     :data:`RETRIES` re-serialised retries of them, and judges the IDs as SQS would
-    (compared exactly, at most 128 characters of letters, digits and punctuation).
+    (compared exactly, at most 128 characters of letters, digits and punctuation). An ID
+    must also mean the same in every producer process (not Python's seeded ``hash()``) and
+    come from a space large enough for that many events (:data:`MIN_ID_SPACE`).
     ``seed`` picks other events of the same kind; a right answer passes for every seed.
     """
     if (missing := blank(answer, "a function that takes one event (a dict) and returns its deduplication ID")) is not None:
