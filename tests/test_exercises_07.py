@@ -1,16 +1,25 @@
-"""Lesson 07's exercises: what content-based deduplication lets through, and which sends an interval drops."""
+"""Lesson 07's exercises: what content-based deduplication lets through, and a deduplication ID that names the event."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-from decimal import Decimal
-from fractions import Fraction
+import functools
+import hashlib
+import json
+import uuid
+import zlib
 
 import numpy as np
 import pandas as pd
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.brokers.sources import SOURCES
+
+
+class _Identity:
+    """A callable object as the answer: the producer and its number, with a separator."""
+
+    def __call__(self, event: dict) -> str:
+        return f"{event['producer']}|{event['seq']}"
 
 REACH = ["application resend after the window", "consumer crash after commit, before ack",
          "lease expires while the handler works", "dead-letter replay"]
@@ -48,24 +57,41 @@ BANKS = {
                     "dead letter replay"],), "source names"),  # cut-down names are not the table's rows
         ],
     ),
-    "check_interval_sends": Bank(
-        right=[({0, 9, 16},), ([16, 9, 0],), ((0.0, 9.0, 16.0),), ({np.int64(0), np.int64(9), np.int64(16)},),
-               ({"0", "9", " 16 "},), ({timedelta(0), timedelta(minutes=9), timedelta(minutes=16)},),
-               ({Decimal("0"), Fraction(18, 2), 16},), ({0: True, 3: False, 9: True, 10: False, 16: True},),
-               (pd.Series({0: True, 3: False, 9: True, 10: False, 16: True}),), (pd.Series([0, 9, 16]),)],
+    "check_dedup_id": Bank(
+        right=[(lambda e: f"{e['producer']}:{e['seq']}",),
+               (lambda e: hashlib.sha256(f"{e['producer']}\0{e['seq']}".encode()).hexdigest(),),
+               (lambda e: json.dumps([e["producer"], e["seq"]]).replace(" ", ""),),
+               (functools.partial(lambda sep, e: f"{e['producer']}{sep}{e['seq']}", "/"),),
+               (_Identity(),),
+               (lambda e: "{producer}#{seq}".format(**e),),
+               # a 128-bit digest of the identity: no collision at 10^5 events
+               (lambda e: hashlib.md5(repr((e["producer"], e["seq"])).encode()).hexdigest(),),
+               # a name-based UUID, a fixed-width number after the name, a 48-bit digest: all name the event
+               (lambda e: str(uuid.uuid5(uuid.NAMESPACE_URL, f"{e['producer']}/{e['seq']}")),),
+               (lambda e: f"{e['producer']}{e['seq']:010d}",),
+               (lambda e: hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).hexdigest()[:12],)],
         wrong=[
-            Wrong(({0},), "for ever"),  # an ID is never forgotten
-            Wrong(({0, 9, 10, 16},), "not from the very first one"),  # the interval counted from the first send only
-            Wrong(({0, 3, 9, 10, 16},), "less than five minutes"),  # no deduplication at all
-            Wrong(({9, 16},), "first send"),
-            Wrong(({0, 9},), "left out"),  # the interval never ends once restarted
-            Wrong(({0, 10, 16},), "less than five minutes"),  # the repeat's own time taken for the stored one
-            Wrong(({0, 16},), "left out"),  # Service Bus's default 10-minute window taken for SQS's 5 minutes
-            Wrong((pd.Series({0: True, 3: False, 9: True, 10: True, 16: True}),), "less than five minutes"),
-            Wrong(({0, 5, 10, 15},), "one of SENDS"),
-            Wrong(("0, 9, 16",), "set of minutes"),
-            Wrong(({0: True, 9: True, 16: True},), "leaves 2 out"),
-            Wrong(({True, 9, 16},), "set of minutes"),
+            Wrong((lambda e: hashlib.sha256(json.dumps(e).encode()).hexdigest(),), "body as sent"),
+            Wrong((lambda e: hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest(),), "sent_at"),
+            Wrong((lambda e: f"{e['producer']}{e['seq']}",), "run together"),  # no separator: billing-1 11 = billing-11 1
+            Wrong((lambda e: str(e["seq"]),), "each producer counts its own"),
+            Wrong((lambda e: f"{e['producer'].lower()}:{e['seq']}",), "case included"),
+            Wrong((lambda e: f"{e['order_id']}:{e['amount']}",), "paid the same order"),
+            Wrong((lambda e: hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).hexdigest()[:8],), "birthday"),
+            Wrong((lambda e: (e["producer"], e["seq"]),), "string"),
+            Wrong((lambda e: f"{e['producer']} {e['seq']}",), "no spaces"),
+            Wrong((lambda e: json.dumps(e),), "no spaces"),
+            Wrong((lambda e: e["event_id"],), "KeyError"),
+            Wrong(("billing-EU:41",), "function"),
+            # a CRC-32 of the identity: 2^32 values, no collision in this data (CRC is injective on near-alike
+            # text) but the birthday bound at 10^5 events; judged by how many IDs it can make
+            Wrong((lambda e: str(zlib.crc32(f"{e['producer']}:{e['seq']}".encode())),), "birthday"),
+            Wrong((lambda e: format(zlib.crc32(f"{e['producer']}:{e['seq']}".encode()), "08x"),), "birthday"),
+            # Python's hash() of the identity: the same in this process, another after a producer restarts
+            Wrong((lambda e: str(hash((e["producer"], e["seq"]))),), "PYTHONHASHSEED"),
+            Wrong((lambda e: format(hash(f"{e['producer']}:{e['seq']}") % 2**64, "x"),), "PYTHONHASHSEED"),
+            # the day it was sent: a retry a few minutes after 23:58 carries the next day's date
+            Wrong((lambda e: f"{e['producer']}:{e['seq']}:{e['sent_at'][:10]}",), "retry got another ID"),
         ],
     ),
 }
@@ -73,17 +99,15 @@ BANKS = {
 test_bank = bank_tests(BANKS)
 
 
-def test_exercise_2s_sends_have_one_answer_whether_or_not_a_dropped_send_restarts_the_interval():
-    from idemlib.course.exercises.lesson_07 import SENDS, _delivered_sends
+def test_a_right_dedup_id_passes_on_other_events_too():
+    from idemlib.course.exercises import check_dedup_id
 
-    def delivered(restart_on_drop: bool) -> set[float]:
-        kept, since = set(), None
-        for minute in SENDS:
-            if since is None or minute - since >= 5:
-                kept.add(float(minute))
-                since = minute
-            elif restart_on_drop:
-                since = minute
-        return kept
+    for seed in (1, 2):
+        assert check_dedup_id(lambda e: f"{e['producer']}:{e['seq']}", seed=seed)
 
-    assert delivered(restart_on_drop=False) == delivered(restart_on_drop=True) == _delivered_sends()
+
+def test_the_sample_events_are_the_kind_the_check_sends():
+    from idemlib.course.exercises.lesson_07 import sample_events
+
+    events = sample_events()
+    assert {"producer", "seq", "sent_at", "attempt"} <= set(events[0])

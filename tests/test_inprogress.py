@@ -202,3 +202,28 @@ def test_the_lesson_shows_the_same_outcomes_on_duckdb_and_postgresql():
     table = outcomes_by_engine(inprogress_matrix(handlers), "deadline 60 s", handlers)
     assert list(table.columns) == ["DuckDB", "PostgreSQL"]
     assert table["DuckDB"].tolist() == table["PostgreSQL"].tolist() == list(EXPECTED["deadline, key, row with completion"].values())
+
+
+def test_a_heartbeat_keeps_a_short_claim_from_a_copy_while_a_crashed_one_is_taken_over():
+    from idemlib.long_work.sizing import heartbeat_situations
+
+    table = heartbeat_situations(20.0).set_index(["claim", "situation"])
+    without = table.loc["no heartbeat (lease extended)"]
+    beating = table.loc["heartbeat every 15 s"]
+    # A 20 s deadline against 45 s of work: without renewal the copy takes live work over again and again...
+    assert without.loc["second copy while at work", "takeovers"] > 1
+    assert without.loc["second copy while at work", "completions refused"] > 0
+    # ...with it the copy is refused while the work runs, and the work runs once.
+    assert beating.loc["second copy while at work", "takeovers"] == 0
+    assert beating.loc["second copy while at work", "provider calls"] == 1
+    assert beating.loc["crashed after its claim", "takeovers"] == 1
+    assert (table["card charges"] == 1).all()
+
+
+def test_a_heartbeat_needs_a_deadline():
+    import pytest
+
+    from idemlib.long_work.inprogress import InProgressHandler
+
+    with pytest.raises(ValueError, match="deadline"):
+        InProgressHandler(None, heartbeat=True)

@@ -140,3 +140,10 @@ def test_a_long_work_outcome_has_its_own_colour_hatching_and_legend_entry():
     assert len(waited) == 1 and waited[0].get_hatch() == hatch
     assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "once, after a wait"
     assert any(t.get_text().startswith("crash after\n") for t in ax.texts)
+
+
+def test_the_crash_matrix_legend_lists_only_the_outcomes_its_cells_show():
+    matrix = pd.DataFrame({"handler": ["in progress"] * 2, "fault": ["no fault", "crash after the claim"],
+                           "total charged": [40, 40], "outcome": ["charged once", "stuck, dead-lettered"]})
+    ax = plots.plot_crash_matrix(matrix)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["charged once", "stuck, dead-lettered"]

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from idemlib.brokers.models import MODELS, BrokerModel, ModelChannel
-from idemlib.brokers.sources import SOURCES, ChannelFactory, Consumer, run_broker
+from idemlib.brokers.sources import NOT_REDELIVERED, SOURCES, ChannelFactory, Consumer, cell, run_broker
 from idemlib.facts import fact, fact_number, fact_seconds
 from idemlib.messages import Message
 from idemlib.servers import NATS, RABBITMQ, Server, available
@@ -161,7 +161,8 @@ def real_brokers() -> pd.DataFrame:
                               f"ack wait, {fact('nats_ack_wait_default')}"),
         "lease on this machine": ("1 s, checked every 0.25 s (.ci/start-rabbitmq)",
                                   f"{ACK_WAIT:g} s (set by the adapter)"),
-        "an ack is answered": ("never (AMQP 0-9-1)", "yes: every ack is a double ack (ack_sync)"),
+        "an ack is answered": ("never (AMQP 0-9-1)", "a double ack only (AckSync); a plain ack is not. The adapter "
+                                                     "sends every ack as a double ack"),
         "deduplication on the way in": ("none", f"Nats-Msg-Id inside the duplicate window "
                                                 f"({fact('nats_duplicate_window_default')} by default)"),
     }
@@ -169,7 +170,8 @@ def real_brokers() -> pd.DataFrame:
 
 
 def plot_source_grid(results: list[pd.DataFrame], ax: Axes | None = None) -> Axes:
-    """One cell per (duplicate source, broker): caught by the broker, or reaching the consumer and caught by the inbox.
+    """One cell per (duplicate source, broker): removed by the broker, not redelivered (a lost ack answered), or
+    reaching the consumer and caught by the inbox.
 
     Colour, hatching and the words in each cell carry the outcome; a thick outline marks
     the sources the broker's own feature claims to remove, so no feature is judged on the
@@ -183,19 +185,22 @@ def plot_source_grid(results: list[pd.DataFrame], ax: Axes | None = None) -> Axe
     runs = pd.concat(results, ignore_index=True)
     brokers = list(dict.fromkeys(runs["broker"]))
     ax = ax if ax is not None else plt.subplots(figsize=(1.55 * len(brokers) + 2.6, 0.62 * len(SOURCES) + 1.9))[1]
-    caught_here, reaches = "caught by the broker", "reaches the consumer; the inbox keeps one charge"
-    styles = {caught_here: (OKABE_ITO["blue"], "//"), reaches: (OKABE_ITO["vermillion"], "xx")}
+    caught_here, reaches = "removed by the broker", "reaches the consumer; the inbox keeps one charge"
+    answered = "not redelivered: the ack was answered"
+    styles = {caught_here: (OKABE_ITO["blue"], "//"), answered: (OKABE_ITO["sky blue"], ".."),
+              reaches: (OKABE_ITO["vermillion"], "xx")}
     for _, run in runs.iterrows():
         x, y = brokers.index(run["broker"]), len(SOURCES) - 1 - SOURCES.index(run["source"])
         reached = run["charges without inbox"] > 1
         caught = run["charges with inbox"] == 1
-        colour, hatch = styles[reaches if reached else caught_here]
+        kind = reaches if reached else answered if cell(run["source"], run["charges without inbox"]) == NOT_REDELIVERED else caught_here
+        colour, hatch = styles[kind]
         ax.add_patch(Rectangle((x + 0.03, y + 0.05), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor="white",
                                linewidth=0, alpha=0.85))
         if run["claimed"]:
             ax.add_patch(Rectangle((x + 0.03, y + 0.05), 0.94, 0.9, fill=False, edgecolor="black", linewidth=2.2))
         words = ("reaches\n" + ("inbox: 1 charge" if caught else f"inbox: {run['charges with inbox']} charges")
-                 if reached else "caught by\nthe broker")
+                 if reached else "ack answered:\nnot redelivered" if kind == answered else "removed by\nthe broker")
         ax.text(x + 0.5, y + 0.5, words, ha="center", va="center", fontsize=7,
                 bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.85, "linewidth": 0})
     ax.set_xlim(0, len(brokers))

@@ -58,6 +58,7 @@ def crash_on_every_delivery(open_channel: ChannelFactory, message: Message) -> t
         channel.publish(message, str(message.message_id))
         while (delivery := channel.receive()) is not None:
             rows.append({"delivery": len(rows) + 1, "redelivered flag": delivery.redelivered,
+                         "x-delivery-count header": "not sent" if delivery.header is None else delivery.header,
                          "delivery count": delivery.count})
             channel.drop(delivery)
         dead = [details for _, details in channel.dead_letters()]
@@ -161,3 +162,24 @@ def _answer(taken: bool) -> str:
 
 def _what(delivery: BrokerDelivery | None) -> str:
     return "nothing" if delivery is None else f"delivery {delivery.count}"
+
+
+def content_based_resends(message: Message) -> pd.DataFrame:
+    """Three sends of one event to the content-based SQS FIFO model: the same bytes, its fields reordered, a timestamp added.
+
+    The model hashes the body as sent (:func:`~idemlib.brokers.models.body_as_sent`), as SQS
+    does: only the byte-for-byte repeat is dropped; the same event serialised again is a new key.
+    """
+    from idemlib.brokers.models import SQS_FIFO_CONTENT, body_as_sent
+
+    body = dict(message.body)
+    sends = {"first send": body, "the same bytes again": body,
+             "the same event, its fields in another order": dict(reversed(list(body.items()))),
+             "the same event with a sent_at timestamp": {**body, "sent_at": "2026-12-01T09:00:01Z"}}
+    channel = SQS_FIFO_CONTENT.open()
+    rows = []
+    for label, sent in sends.items():
+        copy = Message(message.message_id, sent)
+        rows.append({"send": label, "body as sent": body_as_sent(copy).decode(),
+                     "stored": channel.publish(copy, "")})
+    return pd.DataFrame(rows).set_index("send")

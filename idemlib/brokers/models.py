@@ -113,7 +113,7 @@ class ModelChannel:
         if rule == "deduplication ID":
             return key
         if rule == "message body":
-            return hashlib.sha256(json.dumps(message.body, sort_keys=True).encode()).hexdigest()
+            return hashlib.sha256(body_as_sent(message)).hexdigest()
         if rule == "producer sequence":
             if not retry:  # a new send gets the next sequence number; the client's retry resends the last one
                 self._sequence += 1
@@ -190,6 +190,17 @@ class ModelChannel:
         self.clock.advance(REPLAY_DELAY_SECONDS if window is None or math.isinf(window) else window + 1.0)
 
 
+def body_as_sent(message: Message) -> bytes:
+    """The bytes a producer sends as ``message``'s body: its JSON in the order the producer wrote the fields.
+
+    Content-based deduplication hashes these bytes, not a canonical form, so the same
+    event serialised in another field order, or with a field added, hashes differently.
+    """
+    if isinstance(message.body, str):
+        return message.body.encode()  # raw text on the wire is sent as it is
+    return json.dumps(message.body).encode()
+
+
 def asb_window(seconds: float | None = None, *, tier: str = "Standard") -> float:
     """An Azure Service Bus duplicate-detection window, checked against what the service allows.
 
@@ -234,25 +245,31 @@ SQS_FIFO = BrokerModel(
            "a message not deleted before its visibility timeout expires is received again",
     assumptions=("the producer sets MessageDeduplicationId to the event ID",
                  "one message group, so ordering never holds a message back",
-                 "DeleteMessage answers, so a consumer whose delete got lost deletes again"),
-    window_source="sqs_fifo_dedup_interval", lease_default="sqs_visibility_timeout_default", claims=ON_THE_WAY_IN,
+                 "DeleteMessage answers, so a consumer whose delete got lost deletes again",
+                 "a delete with an expired receipt handle is refused, as FIFO queues do (a standard queue takes it)"),
+    window_source="sqs_fifo_dedup_interval", lease_default="sqs_visibility_timeout_default", late_acks="refused",
+    claims=ON_THE_WAY_IN,
 )
 SQS_FIFO_CONTENT = replace(
     SQS_FIFO, name="SQS FIFO, content-based", key_rule="message body",
-    assumptions=("content-based deduplication: the key is a SHA-256 hash of the body",
+    assumptions=("content-based deduplication: the key is a SHA-256 hash of the body as sent, byte for byte "
+                 "(the same event sent with its fields in another order, or a new timestamp, is a new key)",
                  "the producer sends no MessageDeduplicationId (SQS would use one it sends instead of the hash)",
                  *SQS_FIFO.assumptions[1:]),
     claims=(*ON_THE_WAY_IN, "relay republish with a new ID"),
 )
 SERVICE_BUS = BrokerModel(
     "Azure Service Bus", "deduplication ID", asb_window(), "peek-lock",
-    limits=f"a window of {fact('asb_dup_detection_default')} by default, {fact('asb_dup_detection_min')} to "
-           f"{fact('asb_dup_detection_max')}; no duplicate detection on the Basic tier; "
-           "a peek-lock message whose lock expires is delivered again",
+    limits=f"a window of {fact('asb_dup_detection_default')} for a queue made in the portal, "
+           f"{fact('asb_dup_window_sdk_default')} for one made with the SDK's CreateQueueOptions, "
+           f"{fact('asb_dup_detection_min')} to {fact('asb_dup_detection_max')}; turned on only when the queue is "
+           "created; none on the Basic tier; a peek-lock message whose lock expires is delivered again",
     assumptions=("duplicate detection is on (Standard or Premium tier), keyed on MessageId = the event ID",
                  "the window runs from the send the queue stored; a repeat it drops does not restart it",
-                 "completing a message answers, so a consumer whose complete got lost completes again"),
-    window_source="asb_dup_detection_default", lease_default="asb_lock_duration_default", claims=ON_THE_WAY_IN,
+                 "completing a message answers, so a consumer whose complete got lost completes again",
+                 "completing after the lock expired is refused (MessageLockLostException)"),
+    window_source="asb_dup_detection_default", lease_default="asb_lock_duration_default", late_acks="refused",
+    claims=ON_THE_WAY_IN,
 )
 PUBSUB = BrokerModel(
     "Pub/Sub exactly-once", "none", None, "acknowledgement deadline",
@@ -260,6 +277,8 @@ PUBSUB = BrokerModel(
            "and an ack whose deadline has expired (or that a newer delivery superseded) fails; pull subscriptions "
            "in one region only; a publisher's resend is a new message; a message whose deadline expires comes back",
     assumptions=("a pull subscription with exactly-once delivery on, subscribers in one region",
+                 "the subscriber acks through the client library's ack-with-response call (a plain ack's failure "
+                 "is a silent redelivery)",
                  "no redelivery after a successful ack or while the deadline runs: the base broker's behaviour"),
     lease_default="pubsub_ack_deadline_default", late_acks="refused", claims=("ack lost on the way",),
 )
@@ -268,19 +287,27 @@ KAFKA_IDEMPOTENT = BrokerModel(
     limits="the client library's own retries only: the broker discards a resend by producer ID and sequence "
            "number; an application that sends again gets a new sequence number; a consumer that crashes after "
            "processing but before committing its offset reads the record again",
-    assumptions=(f"enable.idempotence on (the default since Kafka {_IDEMPOTENCE_SINCE})",
+    assumptions=(f"enable.idempotence on: the Java client's default since Kafka {_IDEMPOTENCE_SINCE}; librdkafka's "
+                 "(confluent-kafka for Python, Go, .NET) is off, Connect turns it off, conflicting settings turn "
+                 "it off without an error",
                  "a restarted producer, or an application that sends again, gets a new sequence number",
                  "a consumer that stops polling for too long loses its partition; the next owner reads from the "
                  "last committed offset (this plays the lease)",
-                 "an offset commit answers, so a consumer whose commit got lost commits again",
+                 "the consumer commits each offset itself with commitSync, which answers, so a lost commit is "
+                 "sent again (the Java default, enable.auto.commit, commits in the background, with no answer "
+                 "per record)",
+                 "a commit after the partition went to another member is refused (CommitFailedException)",
                  "the application keeps a dead-letter topic and replays it (Kafka has no dead-letter queue of its own)"),
-    lease_default="kafka_max_poll_interval_default", claims=("client library's own retry",),
+    lease_default="kafka_max_poll_interval_default", late_acks="refused", claims=("client library's own retry",),
 )
 KAFKA_TRANSACTIONS = replace(
     KAFKA_IDEMPOTENT, name="Kafka transactions",
     limits="a consume-process-produce loop commits its output records and input offsets atomically, for effects "
            "inside Kafka only; for output written elsewhere, store the offset in the same place as the output",
     assumptions=("everything the idempotent producer's model assumes",
+                 "a fixed transactional.id, so a restarted producer fences the old one (ProducerFencedException)",
+                 "readers downstream set isolation.level=read_committed (the Java default, read_uncommitted, "
+                 "reads aborted records too)",
                  "the consumer's effect (the charge) is a database row, outside Kafka's transaction"),
 )
 
@@ -315,11 +342,17 @@ def model_table(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:
                          for m in models]).set_index("broker")
 
 
-def model_notes(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:
-    """Where each model's feature stops, then what the model assumes: one short row each."""
+def model_notes(models: tuple[BrokerModel, ...] = MODELS) -> pd.io.formats.style.Styler:
+    """Where each model's feature stops, then what the model assumes: one short row each, its text wrapped.
+
+    A styled table, so the long notes wrap at a readable width in JupyterLab and on the site
+    instead of running off as one line; ``.data`` is the plain frame.
+    """
     rows = [(m.name, note, text) for m in models
-            for note, text in [("stops", m.limits), *(("assumes", a) for a in m.assumptions)]]
-    return pd.DataFrame(rows, columns=["broker", "note", "text"]).set_index(["broker", "note"])
+            for note, text in [("stops", m.limits), *((f"assumes ({i})", a) for i, a in enumerate(m.assumptions, 1))]]
+    frame = pd.DataFrame(rows, columns=["broker", "note", "text"]).set_index(["broker", "note"])
+    return frame.style.set_properties(subset=["text"], **{"white-space": "normal", "max-width": "42em",
+                                                           "text-align": "left"})
 
 
 def kafka_transaction_effects(output: str, *, crash_before_commit: bool = True) -> int:

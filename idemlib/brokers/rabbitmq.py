@@ -155,7 +155,8 @@ class RabbitChannel:
         count = int(headers.get("x-delivery-count", 0))
         message = Message(headers.get("event-id"), json.loads(body))
         self.log.append(Seen("delivered", properties.message_id, method.redelivered, count))
-        return BrokerDelivery(message, count + 1, method.redelivered, (channel, method.delivery_tag))
+        return BrokerDelivery(message, count + 1, method.redelivered, (channel, method.delivery_tag),
+                              headers.get("x-delivery-count"))
 
     def ack(self, delivery: BrokerDelivery, *, lost: bool = False) -> bool:
         """Ack on the channel the delivery came from; False when that channel is already closed.

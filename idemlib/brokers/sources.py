@@ -37,7 +37,20 @@ SOURCES = (
 )
 """The eight duplicate sources, in the order the lesson's table lists them."""
 
-REACHED, REMOVED = "reached", "removed"
+REACHED, REMOVED, NOT_REDELIVERED = "reached", "removed", "not redelivered: ack answered"
+"""A cell's three outcomes: the copy reached the consumer; the broker removed a copy it was sent; or (a lost ack
+only) no copy was ever made, because the broker answered the consumer's ack and the consumer acked again. An
+answered ack prevents a redelivery; it removes no duplicate."""
+ACK_LOST = "ack lost on the way"
+
+
+def cell(source: str, charges_without_inbox: int) -> str:
+    """What one run shows: reached, removed, not redelivered (a lost ack answered), or lost (no charge at all)."""
+    if charges_without_inbox == 0:
+        return "lost"
+    if charges_without_inbox > 1:
+        return REACHED
+    return NOT_REDELIVERED if source == ACK_LOST else REMOVED
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,8 @@ class BrokerDelivery:
     count: int
     redelivered: bool
     handle: Any = None
+    header: Any = None
+    """The broker's own counter header as it arrived (RabbitMQ's ``x-delivery-count``), None where it sent none."""
 
 
 class Channel(AbstractContextManager["Channel"], Protocol):
@@ -226,12 +241,12 @@ def exactly_once_table(results: list[pd.DataFrame]) -> pd.DataFrame:
     """The lesson's table: a row per duplicate source, a column per broker, and the inbox's column last.
 
     A cell says whether the duplicate ``reached`` the consumer (a consumer without an
-    inbox charged twice) or the broker ``removed`` it. The last column says whether
-    the inbox kept every broker at one charge for that source.
+    inbox charged twice), the broker ``removed`` it, or, for a lost ack, the broker's
+    answer let the consumer ack again so nothing was redelivered (see :func:`cell`).
+    The last column says whether the inbox kept every broker at one charge for that source.
     """
     runs = pd.concat(results, ignore_index=True)
-    # One charge: the broker removed the copy; two: it reached the consumer; none would be a lost payment.
-    cells = runs.assign(cell=runs["charges without inbox"].map(lambda n: {0: "lost", 1: REMOVED}.get(n, REACHED)))
+    cells = runs.assign(cell=[cell(source, n) for source, n in zip(runs["source"], runs["charges without inbox"])])
     table = cells.pivot(index="source", columns="broker", values="cell")
     table = table.reindex(index=list(SOURCES), columns=list(dict.fromkeys(runs["broker"])))
     caught = runs.groupby("source")["charges with inbox"].max().reindex(list(SOURCES))
@@ -247,13 +262,15 @@ def scorecard(results: list[pd.DataFrame]) -> pd.DataFrame:
     inbox's work on what reached the consumer, are counted beside them.
     """
     runs = pd.concat(results, ignore_index=True)
-    removed = runs["charges without inbox"] == 1
+    kept = runs["charges without inbox"] == 1
     reached = runs["charges without inbox"] > 1
+    answered = kept & (runs["source"] == ACK_LOST)
     card = pd.DataFrame({
         "broker": runs["broker"],
         "sources its feature claims": runs["claimed"],
-        "of those, removed": runs["claimed"] & removed,
-        "removed though not claimed": ~runs["claimed"] & removed,
+        "of those, kept from the consumer": runs["claimed"] & kept,
+        "removed though not claimed": ~runs["claimed"] & kept & ~answered,
+        "lost ack answered: not redelivered": answered,
         "reached the consumer": reached,
         "charged twice with the inbox": runs["charges with inbox"] > 1,
     })

@@ -45,11 +45,13 @@ MAX_DELIVERIES = 5
 RECORDS_TABLE = """CREATE TABLE IF NOT EXISTS idempotency_records (
     message_id VARCHAR PRIMARY KEY,
     status     VARCHAR NOT NULL,
+    claim      INTEGER NOT NULL DEFAULT 1,
     deadline   DOUBLE PRECISION,
     expires_at DOUBLE PRECISION NOT NULL,
     result     VARCHAR
 )"""
-"""One row per message: its status, the claim's deadline (NULL: none), when the row is forgotten, the result."""
+"""One row per message: its status, its claim number (the fencing token: 1, then one more per takeover), the
+claim's deadline (NULL: none), when the row is forgotten, the result."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Record:
     """What the table holds for one message ID."""
 
     status: str
+    claim: int
     deadline: float | None
     expires_at: float
     result: str | None
@@ -72,7 +75,8 @@ class RecordSession(PaymentsSession):
 
     def read(self, message_id: str) -> Record | None:
         """The record for ``message_id``, or None when there is none."""
-        rows = self._run(f"SELECT status, deadline, expires_at, result FROM idempotency_records WHERE message_id = {self._p}",
+        rows = self._run("SELECT status, claim, deadline, expires_at, result FROM idempotency_records "
+                         f"WHERE message_id = {self._p}",
                          (message_id,), rows=True)
         return Record(*rows[0]) if rows else None
 
@@ -83,29 +87,34 @@ class RecordSession(PaymentsSession):
             f"INSERT INTO idempotency_records (message_id, status, deadline, expires_at) VALUES ({p}, {p}, {p}, {p}) "
             "ON CONFLICT DO NOTHING RETURNING message_id", (message_id, IN_PROGRESS, deadline, expires_at), rows=True))
 
-    def take_over(self, message_id: str, seen: Record, deadline: float | None, expires_at: float) -> bool:
+    def take_over(self, message_id: str, seen: Record, deadline: float | None, expires_at: float) -> int | None:
         """Replace the record ``seen`` (an expired one, or a claim past its deadline) with a claim of our own.
 
-        The update matches the status and times we read, so of two consumers that
-        both saw the old record, exactly one replaces it.
+        A compare-and-set on the claim number we read: of two consumers that both saw
+        the old record, exactly one replaces it. Returns our claim number (one more
+        than the one replaced), or None when a rival replaced it first.
         """
         p = self._p
-        old_deadline = "deadline IS NULL" if seen.deadline is None else f"deadline = {p}"
-        parameters = (IN_PROGRESS, deadline, expires_at, message_id, seen.status, seen.expires_at,
-                      *(() if seen.deadline is None else (seen.deadline,)))
-        return bool(self._run(
-            f"UPDATE idempotency_records SET status = {p}, deadline = {p}, expires_at = {p}, result = NULL "
-            f"WHERE message_id = {p} AND status = {p} AND expires_at = {p} AND {old_deadline} RETURNING message_id",
-            parameters, rows=True))
+        rows = self._run(
+            f"UPDATE idempotency_records SET status = {p}, claim = claim + 1, deadline = {p}, expires_at = {p}, "
+            f"result = NULL WHERE message_id = {p} AND status = {p} AND claim = {p} RETURNING claim",
+            (IN_PROGRESS, deadline, expires_at, message_id, seen.status, seen.claim), rows=True)
+        return int(rows[0][0]) if rows else None
 
-    def complete(self, message_id: str, deadline: float | None, result: str) -> bool:
+    def heartbeat(self, message_id: str, claim: int, deadline: float) -> bool:
+        """Move our claim's deadline to ``deadline``; False if the claim is no longer ours (it was taken over)."""
+        p = self._p
+        return bool(self._run(
+            f"UPDATE idempotency_records SET deadline = {p} WHERE message_id = {p} AND status = {p} AND claim = {p} "
+            "RETURNING message_id", (deadline, message_id, IN_PROGRESS, claim), rows=True))
+
+    def complete(self, message_id: str, claim: int, result: str) -> bool:
         """Mark our claim completed with ``result``; False if it is no longer ours (another consumer took over)."""
         p = self._p
-        ours = "deadline IS NULL" if deadline is None else f"deadline = {p}"
         return bool(self._run(
             f"UPDATE idempotency_records SET status = {p}, result = {p} "
-            f"WHERE message_id = {p} AND status = {p} AND {ours} RETURNING message_id",
-            (COMPLETED, result, message_id, IN_PROGRESS, *(() if deadline is None else (deadline,))), rows=True))
+            f"WHERE message_id = {p} AND status = {p} AND claim = {p} RETURNING message_id",
+            (COMPLETED, result, message_id, IN_PROGRESS, claim), rows=True))
 
 
 class _WithRecords(SqlPayments):
@@ -124,8 +133,9 @@ class _WithRecords(SqlPayments):
 
     def records(self) -> pd.DataFrame:
         """Every idempotency record, as the table holds it now."""
-        return pd.DataFrame(self._rows("SELECT message_id, status, deadline, expires_at, result FROM idempotency_records"),
-                            columns=["message_id", "status", "deadline", "expires_at", "result"])
+        return pd.DataFrame(self._rows("SELECT message_id, status, claim, deadline, expires_at, result "
+                                       "FROM idempotency_records"),
+                            columns=["message_id", "status", "claim", "deadline", "expires_at", "result"])
 
 
 class RecordsDuckDB(_WithRecords, DuckDBPayments):
@@ -149,24 +159,32 @@ class InProgressHandler(Handler):
     that many ``work`` steps; with ``extend_lease`` the consumer extends its lease
     before each part (SQS's ChangeMessageVisibility, JetStream's in-progress ack,
     Pub/Sub's modifyAckDeadline), so the broker hands the message to nobody else
-    while it works.
+    while it works. With ``heartbeat`` it also moves its claim's deadline a full
+    ``deadline_seconds`` ahead before each part, on the condition that the claim
+    number is still its own: a consumer that was taken over learns it there and
+    stops before the provider call. The claim number (a fencing token) also guards
+    the completion, so a taken-over consumer's late completion is refused.
     """
 
     steps = ("claim", "work", "call provider", "mark completed", "ack")
 
     def __init__(self, deadline_seconds: float | None = 60.0, *, expires_after: float = 3600.0, keyed: bool = True,
-                 local_write: str = "with completion", extend_lease: bool = False, work_parts: int = 1) -> None:
+                 local_write: str = "with completion", extend_lease: bool = False, work_parts: int = 1,
+                 heartbeat: bool = False) -> None:
         if local_write not in ("with completion", "own commit"):
             raise ValueError(f"local_write must be 'with completion' or 'own commit', not {local_write!r}")
         if deadline_seconds is not None and not deadline_seconds > 0:
             raise ValueError(f"deadline_seconds must be positive (or None for no deadline), not {deadline_seconds}")
+        if heartbeat and deadline_seconds is None:
+            raise ValueError("a heartbeat moves a deadline: give deadline_seconds")
         if work_parts < 1:
             raise ValueError(f"work_parts must be at least 1, not {work_parts}")
         self.deadline_seconds, self.expires_after, self.keyed, self.local_write = (
             deadline_seconds, expires_after, keyed, local_write)
-        self.extend_lease, self.work_parts = extend_lease, work_parts
+        self.extend_lease, self.work_parts, self.heartbeat = extend_lease or heartbeat, work_parts, heartbeat
         deadline = "no deadline" if deadline_seconds is None else f"deadline {deadline_seconds:g} s"
-        lease = f", lease extended {work_parts} times" if extend_lease else ""
+        lease = (f", heartbeat {work_parts} times" if heartbeat
+                 else f", lease extended {work_parts} times" if extend_lease else "")
         self.name = f"in progress, {deadline}, {'key' if keyed else 'no key'}, local row {local_write}{lease}"
 
     def run(self, ctx: Context) -> Steps:
@@ -175,6 +193,7 @@ class InProgressHandler(Handler):
         yield "claim"
         now = ctx.now()
         deadline = None if self.deadline_seconds is None else now + self.deadline_seconds
+        mine = 1  # the claim number this delivery holds: 1 for a fresh claim
         if not db.claim(ctx.message_id, now, deadline, now + self.expires_after):
             seen = db.read(ctx.message_id)
             if seen is not None and seen.status == COMPLETED and seen.expires_at > now:
@@ -185,11 +204,18 @@ class InProgressHandler(Handler):
             if seen is not None and not _claim_is_over(seen, now):
                 ctx.note(BACKED_OFF)  # no ack: the broker redelivers when the lease runs out
                 return
-            if seen is not None and not db.take_over(ctx.message_id, seen, deadline, now + self.expires_after):
+            taken = None if seen is None else db.take_over(ctx.message_id, seen, deadline, now + self.expires_after)
+            if seen is not None and taken is None:
                 ctx.note(BACKED_OFF)  # a rival replaced it first
                 return
+            mine = taken or mine
             ctx.note(TAKEN_OVER)
         for _ in range(self.work_parts):
+            if self.heartbeat:
+                assert self.deadline_seconds is not None
+                if not db.heartbeat(ctx.message_id, mine, ctx.now() + self.deadline_seconds):
+                    ctx.note(CLAIM_LOST)  # taken over: it stops before the call
+                    return  # no ack: whoever holds the claim now finishes and acks
             if self.extend_lease:
                 ctx.extend_lease()  # the lease now runs a full lease from here, while this part of the work runs
             yield "work"
@@ -201,7 +227,7 @@ class InProgressHandler(Handler):
             raise ProviderError(f"{ctx.message_id}: the provider answered {response.status}: {response.body.get('error')}")
         yield "mark completed"
         db.begin()
-        if not db.complete(ctx.message_id, deadline, str(response.body.get("id"))):
+        if not db.complete(ctx.message_id, mine, str(response.body.get("id"))):
             db.rollback()
             ctx.note(CLAIM_LOST)  # no ack: whoever holds the claim now finishes and acks
             return
@@ -302,7 +328,8 @@ class LongRun:
         """The figures the lesson's tables show for this run."""
         return {"deliveries": len(self.result.events("delivered")), "takeovers": len(self.result.events(TAKEN_OVER)),
                 "provider calls": len(self.result.events("provider answered")), "card charges": self.card_charges,
-                "local rows": self.local_rows, "refused": self.refused, "waited (leases)": self.waited_leases,
+                "local rows": self.local_rows, "refused": self.refused,
+                "completions refused": len(self.result.events(CLAIM_LOST)), "waited (leases)": self.waited_leases,
                 "dead-lettered": len(self.result.dead_letters), "outcome": self.outcome}
 
 

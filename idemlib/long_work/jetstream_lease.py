@@ -42,11 +42,16 @@ async def _hold(extend: bool, ack_wait: float, hold: float, every: float) -> dic
         await js.publish(name.lower(), b'{"message_id": "m-7f3", "order_id": 1042, "amount": 40}')
         [first] = await subscription.fetch(1, timeout=5)
         confirmed = 0
+        done = asyncio.Event()
 
         async def keep_lease() -> None:
             nonlocal confirmed
-            while True:
-                await asyncio.sleep(every)
+            while not done.is_set():
+                try:
+                    await asyncio.wait_for(done.wait(), timeout=every)
+                    return  # told to stop: no in-progress ack goes out after the work is over
+                except asyncio.TimeoutError:
+                    pass
                 # Sent as a request, so the server confirms it (msg.in_progress() sends the same +WPI unconfirmed).
                 await connection.request(first.reply, b"+WPI", timeout=ack_wait)
                 confirmed += 1
@@ -60,7 +65,10 @@ async def _hold(extend: bool, ack_wait: float, hold: float, every: float) -> dic
         except nats.errors.TimeoutError:
             redelivered = "no"
         if extender is not None:
-            extender.cancel()
+            # Stopped and awaited, not cancelled: a cancel can land while a request is in flight and be lost,
+            # leaving the task to fail on the closed connection after the run (seen on a busy machine).
+            done.set()
+            await extender
         await holder.ack_sync()  # the latest delivery's ack, confirmed by the server before its state is read
         info = await subscription.consumer_info()
         # How many went out depends on the wall clock; that each was confirmed in time does not.

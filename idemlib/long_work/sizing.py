@@ -108,6 +108,30 @@ def deadline_situations(deadlines: Iterable[float] = (15.0, 30.0, 60.0, 300.0), 
     return pd.DataFrame(rows)
 
 
+def heartbeat_situations(deadline_seconds: float = 20.0, *, work_seconds: float = WORK_SECONDS,
+                         lease: float = LEASE_SECONDS, parts: int = 3) -> pd.DataFrame:
+    """Section 4's two situations with a deadline shorter than the work, without and with a heartbeat.
+
+    The heartbeat moves the claim's deadline ``deadline_seconds`` ahead before each of
+    ``parts`` parts of the work (and extends the lease with it), on the condition that
+    the claim number is still its own.
+    """
+    handlers = {"no heartbeat (lease extended)": InProgressHandler(deadline_seconds, extend_lease=True, work_parts=parts),
+                f"heartbeat every {work_seconds / parts:g} s": InProgressHandler(deadline_seconds, heartbeat=True,
+                                                                               work_parts=parts)}
+    situations: dict[str, dict[str, Any]] = {
+        "crashed after its claim": {"faults": FaultPlan(crashes=[Crash("work")])},
+        "second copy while at work": {"messages": [RUNNING_EXAMPLE, RUNNING_EXAMPLE], "consumers": 2},
+    }
+    rows = []
+    database = RecordsDuckDB()
+    for label, handler in handlers.items():
+        for situation, setup in situations.items():
+            run = run_long(handler, lease=lease, work_seconds=work_seconds, database=database, **setup)
+            rows.append({"claim": label, "situation": situation, **run.summary()})
+    return pd.DataFrame(rows)
+
+
 def where_the_call_sits(messages: list[Message], *, provider_seconds: float = 2.0, step_seconds: float = 0.05,
                         ack_loss_rate: float = 0.2, seed: int = 7) -> pd.DataFrame:
     """The provider call inside the open transaction, before it, or between a committed claim and the completion.

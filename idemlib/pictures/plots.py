@@ -137,9 +137,10 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
     ax.set_xticks([])
     ax.set_xlabel("the one fault injected on the first delivery, in step order (redelivery then runs clean)")
     ax.set_title(title, pad=24)  # room for the legend between the title and the cells
-    handles = [outcome_patch(outcome) for outcome in OUTCOME_COLOURS]
+    shown = set(matrix["outcome"])  # a legend entry for an outcome no cell shows would only mislead
+    handles = [outcome_patch(outcome) for outcome in OUTCOME_COLOURS if outcome in shown]
     handles += [Patch(facecolor=c, hatch=h, edgecolor=lines, label=o)
-                for o, (c, h, lines) in LONG_WORK_OUTCOMES.items() if o in set(matrix["outcome"])]
+                for o, (c, h, lines) in LONG_WORK_OUTCOMES.items() if o in shown]
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False)
     for spine in ax.spines.values():
         spine.set_visible(False)

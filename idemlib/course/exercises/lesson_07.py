@@ -1,34 +1,28 @@
 """Checks for lesson 07, What brokers call exactly-once.
 
-Both checks work the answer out by playing the broker's model, so the verdict comes
-from the same rules the lesson's table and timeline show, never from a stored answer.
+The first check works its answer out by playing the broker's model; the second judges a
+deduplication-ID function on many events and their retries, as SQS compares IDs.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 import re
+import string
+from datetime import datetime, timedelta
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from idemlib.brokers.models import SQS_FIFO, SQS_FIFO_CONTENT
+from idemlib.brokers.models import SQS_FIFO_CONTENT
 from idemlib.brokers.sources import SOURCES, run_broker
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.messages import Message
 
-__all__ = ["SENDS", "check_content_based", "check_interval_sends"]
-
-SENDS = (0, 3, 9, 10, 16)
-"""Minutes after its first send at which exercise 2's producer sends ``m-7f3`` with the same deduplication ID.
-
-Chosen so that every send comes five minutes or more after the last send SQS *dropped*
-as well as after the last one it stored: the documentation does not say whether a
-dropped send restarts the interval, and the answer must not hang on it."""
+__all__ = ["check_content_based", "check_dedup_id"]
 
 M7F3 = Message.charge("m-7f3", 1042, 40)
 
@@ -106,62 +100,167 @@ def check_content_based(answer: Any) -> Feedback:
     return hint(" ".join(hints))
 
 
-def _minutes(item: Any) -> float | None:
-    """A send's time in minutes: 9, 9.0, numpy's 9, Decimal("9"), "9" or timedelta(minutes=9); else None."""
-    if isinstance(item, timedelta):
-        return item.total_seconds() / 60
-    if isinstance(item, str):
-        try:
-            item = Decimal(item.strip())
-        except InvalidOperation:
-            return None
-    if isinstance(item, (bool, np.bool_)) or not isinstance(item, (numbers.Real, Decimal)):
-        return None
-    return float(item)
+PRODUCERS = ("billing-EU", "billing-eu", "billing-1", "billing-11", "refunds", "Refunds", "billing-US-2")
+"""The producers of exercise 2's events: names that differ only in case, and names that end in digits."""
+EVENTS = 150_000
+"""How many different events the check sends: enough that a short digest of a right key collides."""
+RETRIES = 30_000
+"""How many of them are sent again, each re-serialised by the producer's retry."""
+ID_MAX_LENGTH = 128
+"""SQS's longest MessageDeduplicationId (``sqs_dedup_id_format`` in ``data/facts.csv``)."""
+_ALLOWED = re.compile("[%s]{1,%d}" % (re.escape(string.ascii_letters + string.digits + string.punctuation), ID_MAX_LENGTH))
 
 
-def _delivered_sends() -> set[float]:
-    """Play :data:`SENDS` on the SQS FIFO model: the minutes of the sends its consumer receives."""
-    channel = SQS_FIFO.open()
-    start = channel.clock.now()
-    stored = set()
-    for minute in SENDS:
-        channel.clock.advance_to(start + 60 * minute)  # publish moves the model's clock on by one second
-        if channel.publish(M7F3, "m-7f3", retry=minute > 0):
-            stored.add(float(minute))
-    delivered = 0
-    while (delivery := channel.receive()) is not None:
-        channel.ack(delivery)
-        delivered += 1
-    assert delivered == len(stored), "the model delivered a different number of copies than it stored"
-    return stored
+def sample_events(seed: int = 7, count: int = 6) -> list[dict[str, Any]]:
+    """A few of exercise 2's events, as the producer hands them to the SQS client (the same kind the check sends)."""
+    return [dict(event) for event in _events(seed, count)[0]]
+
+
+@functools.lru_cache(maxsize=4)
+def _events(seed: int, count: int, retries: int = 0) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str, Any]]]]:
+    """``count`` different events and ``retries`` re-sends of some of them (index of the original, the re-send).
+
+    An event is a payment from one producer, which numbers its own events (``seq``). The
+    same order can be paid twice with the same amount: two events. A retry carries the
+    same producer and ``seq``, a new ``sent_at`` and ``attempt``, and its fields in another order.
+    """
+    rng = np.random.default_rng(seed)
+    producer_at = rng.integers(len(PRODUCERS), size=count)
+    steps = rng.choice((1, 1, 1, 9), size=count)  # a producer's numbers rise, sometimes with a gap
+    seqs = np.empty(count, dtype=np.int64)
+    for producer in range(len(PRODUCERS)):
+        mine = producer_at == producer
+        seqs[mine] = np.cumsum(steps[mine])
+    orders, amounts = rng.integers(1000, 1300, size=count), rng.choice((12, 25, 40), size=count)
+    # Sent in the last hour of a day, so that some retries, a few minutes later, carry the next day's date.
+    sent = rng.integers(3600, size=count)
+    events = [{"producer": PRODUCERS[p], "seq": int(q), "order_id": int(o), "amount": int(a),
+               "sent_at": _timestamp(int(t)), "attempt": 1}
+              for p, q, o, a, t in zip(producer_at.tolist(), seqs.tolist(), orders.tolist(), amounts.tolist(),
+                                       sent.tolist())]
+    resent = []
+    for index, order, attempt, later in zip(rng.choice(count, size=retries, replace=False).tolist(),
+                                            rng.permuted(np.tile(np.arange(6), (retries, 1)), axis=1).tolist(),
+                                            rng.integers(2, 6, size=retries).tolist(),
+                                            rng.integers(1, 300, size=retries).tolist()):
+        fields = list(events[index].items())
+        again = dict(fields[k] for k in order)  # the retry serialises the event again, its fields in another order
+        again["attempt"] = attempt
+        again["sent_at"] = _timestamp(int(sent[index]) + later)  # inside SQS's 5-minute interval, where it counts
+        resent.append((index, again))
+    return events, resent
+
+
+def _timestamp(seconds_after_23h: int) -> str:
+    """The ISO time ``seconds_after_23h`` seconds after 23:00 on 2026-12-01 (past midnight, the next day's date)."""
+    return (_EVENING + timedelta(seconds=seconds_after_23h)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_EVENING = datetime(2026, 12, 1, 23, 0, 0)
+
+
+MIN_ID_SPACE = 1e13
+"""Fewer possible IDs than this, and the birthday bound gives 150,000 events a collision with odds above 1 in 1,000."""
+
+
+def _id_space(ids: list[str]) -> float:
+    """How many IDs the answer can make at most, judged from its output: its characters, to the power of its length.
+
+    An ID that names the event grows with the producer's name and number, so its space is vast;
+    a short digest (a CRC-32, eight hex digits) stays small whatever it is fed.
+    """
+    alphabet, longest = len(set("".join(ids))), max(map(len, ids))
+    return float(alphabet) ** longest if alphabet > 1 else float(longest)
+
+
+def _builtin_hashes(event: dict[str, Any]) -> set[str]:
+    """Python's built-in hash() of the usual spellings of an event's identity, written out as an ID would be.
+
+    hash() of a str is seeded per process, so an ID made from it differs after a restart;
+    only such an ID equals one of these, so a right answer is never taken for one.
+    """
+    producer, seq = event["producer"], event["seq"]
+    spellings: list[Any] = [(producer, seq), (seq, producer), (producer, str(seq)), f"{producer}{seq}",
+                            *(f"{producer}{sep}{seq}" for sep in ":-|/_# .")]
+    made = set()
+    for spelling in spellings:
+        value = hash(spelling)
+        made |= {str(value), str(abs(value)), hex(value), format(value, "x"), str(value % 2**64),
+                 format(value % 2**64, "x"), format(value % 2**64, "016x")}
+    return made
+
+
+def _identity(event: dict[str, Any]) -> tuple[str, int]:
+    return event["producer"], event["seq"]
+
+
+def _why_same(first: dict[str, Any], second: dict[str, Any]) -> str:
+    """What two different events that got one ID have in common, named as the misconception it shows."""
+    if first["producer"].lower() == second["producer"].lower() and first["producer"] != second["producer"]:
+        return (f"producers {first['producer']!r} and {second['producer']!r} are two producers, and IDs are compared "
+                "exactly (case included); does your ID keep the name as it is?")
+    if (first["order_id"], first["amount"]) == (second["order_id"], second["amount"]):
+        return ("the customer paid the same order the same amount twice: two events, two charges owed. Which fields "
+                "say which event this is, rather than what it pays?")
+    if first["seq"] != second["seq"] and f"{first['producer']}{first['seq']}" == f"{second['producer']}{second['seq']}":
+        return (f"{first['producer']!r} event {first['seq']} and {second['producer']!r} event {second['seq']} are two "
+                "events; can two different (producer, seq) pairs run together into the same text in your ID?")
+    if first["producer"] != second["producer"] and first["seq"] == second["seq"]:
+        return (f"{first['producer']!r} and {second['producer']!r} both sent an event numbered {first['seq']}: each "
+                "producer counts its own events, so is the number alone an identity?")
+    return (f"{EVENTS:,} different events cannot all have different IDs if the ID has too few bits: how many "
+            "values can your ID take, and what does the birthday bound say about that many events?")
 
 
 @exercise
-def check_interval_sends(answer: Any) -> Feedback:
-    """Lesson 07: which of :data:`SENDS` an SQS FIFO consumer receives, given the 5-minute deduplication interval."""
-    if (missing := blank(answer, "a set of the minutes (from SENDS) whose send reaches the consumer")) is not None:
+def check_dedup_id(answer: Any, *, seed: int = 7) -> Feedback:
+    """Lesson 07: a MessageDeduplicationId function: one ID per event across its retries, a new one per event.
+
+    The check sends :data:`EVENTS` different events from several producers and
+    :data:`RETRIES` re-serialised retries of them, and judges the IDs as SQS would
+    (compared exactly, at most 128 characters of letters, digits and punctuation). An ID
+    must also mean the same in every producer process (not Python's seeded ``hash()``) and
+    come from a space large enough for that many events (:data:`MIN_ID_SPACE`).
+    ``seed`` picks other events of the same kind; a right answer passes for every seed.
+    """
+    if (missing := blank(answer, "a function that takes one event (a dict) and returns its deduplication ID")) is not None:
         return missing
-    spellings = {float(minute): float(minute) for minute in SENDS}
-    chosen = _chosen(answer, spellings, _minutes)
-    if isinstance(chosen, str):
-        return hint(chosen)
-    if chosen is None:
-        return hint(f"Answer with a set of minutes, each one of SENDS = {SENDS}, such as {{0, 3}}, or a mapping of "
-                    "every minute to True (delivered) or False.")
-    delivered = _delivered_sends()
-    if chosen == delivered:
-        return right("the interval starts at a send SQS stored and lasts five minutes; a repeat inside it is "
-                     "accepted and dropped, the first send after it is stored and starts a new interval. Every "
-                     "copy after the first that does reach the consumer is the inbox's to stop.")
-    if 0.0 not in chosen:
-        return hint("The first send has nothing before it to repeat: does it reach the consumer?")
-    if chosen == {0.0}:
-        return hint("An ID is not remembered for ever: how long after a stored send does SQS still drop a repeat?")
-    if chosen == set(spellings):
-        return hint("Some of these sends repeat an ID that SQS stored less than five minutes earlier.")
-    if chosen - delivered:
-        return hint("At least one send you chose comes less than five minutes after a send SQS stored. The "
-                    "interval runs from a stored send, not from the very first one only.")
-    return hint("At least one send you left out comes five minutes or more after the last send SQS stored: "
-                "it is a new message to the queue.")
+    if not callable(answer):
+        return hint(f"Answer with a function of one event, such as lambda event: ..., not a {type(answer).__name__}.")
+    events, resent = _events(seed, EVENTS, RETRIES)
+    ids: list[str] = []
+    for event in (*events, *(again for _, again in resent)):
+        try:
+            made = answer(dict(event))  # a copy: an answer that changes its event changes nothing here
+        except Exception as error:  # the learner's code: any failure becomes a hint, never a crash
+            return hint(f"Your function raised {type(error).__name__}: {error} on the event {event}.")
+        if not isinstance(made, str):
+            return hint(f"SQS takes the deduplication ID as a string; your function returned a "
+                        f"{type(made).__name__} ({made!r:.60}) for {event}.")
+        if not _ALLOWED.fullmatch(made):
+            return hint(f"SQS refuses {made!r:.80}: an ID is 1 to {ID_MAX_LENGTH} characters of letters, digits and "
+                        "punctuation (no spaces). A hash's hex digest fits; a whole event as text does not.")
+        ids.append(made)
+    for (index, again), made in zip(resent, ids[EVENTS:]):
+        if made != ids[index]:
+            return hint(f"A retry got another ID than its first send ({ids[index]!r:.50} then {made!r:.50}): the retry "
+                        "is the same event serialised again, with a new sent_at and attempt and its fields in another "
+                        "order. Content-based deduplication fails this way because it hashes the body as sent; which "
+                        "fields stay the same across retries?")
+    first_with: dict[str, int] = {}
+    for index, made in enumerate(ids[:EVENTS]):
+        if (earlier := first_with.setdefault(made, index)) != index:
+            return hint(f"Two different events got the same ID {made!r:.50}, so SQS would drop the second as a "
+                        f"duplicate and its payment would never be made: {_why_same(events[earlier], events[index])}")
+    if all(made in _builtin_hashes(event) for made, event in zip(ids[:3], events)):
+        return hint("Your IDs are Python's built-in hash() of the event's identity. Within this one process they "
+                    "agree, but Python seeds its string hash anew in every process (PYTHONHASHSEED), so the retry "
+                    "a restarted producer sends gets another ID. Which functions give the same digest everywhere?")
+    if (values := _id_space(ids)) < MIN_ID_SPACE:
+        return hint(f"Your IDs use {len(set(''.join(ids)))} different characters and at most {max(map(len, ids))} "
+                    f"of them: about {values:.1e} possible IDs. No two of these {EVENTS:,} events collided, but "
+                    "that is luck or structure in this data: how many values can your ID take, and what does the "
+                    "birthday bound say about that many events inside one deduplication interval?")
+    return right(f"{EVENTS:,} events from {len(PRODUCERS)} producers got {EVENTS:,} different IDs, and each of "
+                 f"{RETRIES:,} re-serialised retries got its event's ID: the ID names the event (its producer and "
+                 "that producer's number), not the bytes that carried it.")
