@@ -44,19 +44,15 @@ def path_for_anyone() -> str:
     return os.pathsep.join([str(REPOSITORY), *site.getsitepackages()])
 
 
-def installed_course(folder: Path) -> Path:
-    """A Python environment in ``folder`` with the course installed from a wheel (not editable), as an image holds
-    it: the course's dependencies come from this venv (a ``.pth`` line), so nothing is downloaded but what the
-    interpreter lacks. Returns its ``python``."""
+def fresh_environment(folder: Path) -> Path:
+    """A new Python environment in ``folder``, made from a Python any user can run, holding the course's dependencies
+    but not the course: they come from this venv (a ``.pth`` line, so nothing is downloaded but what the interpreter
+    lacks), as an image's environment holds them after its requirements are installed. Returns its ``python``."""
     python = python_for_anyone()
     if python is None:
         raise RuntimeError("no Python here that another user may run")
     subprocess.run([str(python), "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    packages = folder / "lib" / version / "site-packages"
-    # Built from the repository into a wheel and installed as files (not editable), as an image's pip does.
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(packages),
-                    str(REPOSITORY)], check=True, timeout=300, cwd=folder)
+    packages = site_packages(folder)
     (packages / "course-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     for program in ("nats-server",):  # what the course's pip packages put in an environment's bin/
         (folder / "bin" / program).symlink_to(Path(sys.prefix) / "bin" / program)
@@ -65,6 +61,19 @@ def installed_course(folder: Path) -> Path:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(packages),
                         "async-timeout==5.0.1"], check=True, timeout=300)
     return folder / "bin" / "python"
+
+
+def site_packages(folder: Path) -> Path:
+    return folder / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+def installed_course(folder: Path) -> Path:
+    """A :func:`fresh_environment` with the course installed from a wheel (not editable), as an image holds it."""
+    python = fresh_environment(folder)
+    # Built from the repository into a wheel and installed as files (not editable), as an image's pip does.
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                    str(site_packages(folder)), str(REPOSITORY)], check=True, timeout=300, cwd=folder)
+    return python
 
 
 @contextlib.contextmanager
