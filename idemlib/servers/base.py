@@ -64,10 +64,10 @@ class Server:
                 found, where = self.default_url, "already running there"
             elif self in _failed:
                 return self.default_url
-            elif _answers(self.default_url) and (refusal := self._refusal(self.default_url)) is None:
+            elif (refusal := self._refusal(self.default_url) if _answers(self.default_url) else "") is None:
                 found, where = self.default_url, "already running there"
             else:
-                if _answers(self.default_url):
+                if refusal:  # something answered there, and the course will not use it: say so, never "not reachable"
                     _refused[self] = refusal
                     print(f"{refusal}; the course starts its own on another port.")
                 try:
