@@ -109,13 +109,13 @@ def main() -> None:
     for mode in ("own servers", "shared PostgreSQL"):
         rows = run(mode, bin_folder)
         print(f"\n{mode}: {len(rows)} learners, one after another")
-        print(f"  {'':20}" + "".join(f"{name:>10}" for name in LEARNERS) + f"{'median':>10}")
+        print(f"  {'':26}" + "".join(f"{name:>10}" for name in LEARNERS) + f"{'median':>10}")
         for key in ("spawn", "first cell", "lesson"):
             values = [row[key] for row in rows]
-            print(f"  {key + ' (s)':20}" + "".join(f"{v:10.1f}" for v in values) + f"{statistics.median(values):10.1f}")
+            print(f"  {key + ' (s)':26}" + "".join(f"{v:10.1f}" for v in values) + f"{statistics.median(values):10.1f}")
         for key in PARTS:
             values = [row[key] for row in rows]
-            print(f"  {key + ' (MiB)':20}" + "".join(f"{v:10.0f}" for v in values) + f"{statistics.median(values):10.0f}")
+            print(f"  {key + ' (MiB)':26}" + "".join(f"{v:10.0f}" for v in values) + f"{statistics.median(values):10.0f}")
         per_learner = statistics.median(sum(row[key] for key in PARTS) for row in rows)
         print(f"  per learner: {per_learner:.0f} MiB (the shared PostgreSQL's own memory not counted); "
               f"a {HOST_MEMORY_GIB} GiB host holds about {HOST_MEMORY_GIB * 1024 // per_learner:.0f} learners "

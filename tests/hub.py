@@ -191,8 +191,8 @@ class Hub:
         pass first). Streams and errors go to ``output``."""
         import websocket
 
-        status, given_up = "", time.monotonic() + patience if patience else deadline
-        while True:
+        status, idle, given_up = "", False, time.monotonic() + patience if patience else deadline
+        while not (status and idle):  # the reply (shell) and the idle status (iopub) come in either order
             if time.monotonic() > min(deadline, given_up):
                 if patience and time.monotonic() < deadline:
                     return ""
@@ -210,8 +210,9 @@ class Hub:
                 output.append("\n".join(message["content"]["traceback"]))
             elif kind.endswith("_reply"):
                 status = message["content"].get("status", "ok")
-            elif kind == "status" and message["content"]["execution_state"] == "idle" and status:
-                return status
+            elif kind == "status" and message["content"]["execution_state"] == "idle":
+                idle = True
+        return status
 
     def stop(self) -> None:
         """Stop every learner's server, then the hub and its proxy; kill what is left."""
