@@ -217,9 +217,13 @@ class Hub:
     def stop(self) -> None:
         """Stop every learner's server, then the hub and its proxy; kill what is left."""
         try:
-            for user in self.api("GET", "/users"):
-                if user.get("servers"):
-                    self.api("DELETE", f"/users/{user['name']}/server", timeout=60)
+            running = [user["name"] for user in self.api("GET", "/users") if user.get("servers")]
+            for name in running:
+                self.api("DELETE", f"/users/{name}/server", timeout=60)  # 202 while it is still stopping
+            deadline = time.monotonic() + 60
+            while running and time.monotonic() < deadline:
+                running = [name for name in running if self.api("GET", f"/users/{name}").get("servers")]
+                time.sleep(0.2)
         finally:
             with_group = os.getpgid(self.process.pid)
             os.killpg(with_group, signal.SIGTERM)

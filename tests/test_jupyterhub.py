@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -147,6 +148,10 @@ def test_three_learners_on_a_hub_each_reach_their_own_servers_and_no_one_else_s(
                            cwd=account.pw_dir, **as_account(account))
         if shared:
             stop([POSTGRES.kind], root / "teacher")
-    for account in accounts:  # nothing of any learner's still runs
-        left = subprocess.run(["pgrep", "-u", str(account.pw_uid)], capture_output=True, text=True)
-        assert left.stdout == "", f"{account.pw_name} still runs {left.stdout.split()}"
+    for account in accounts:  # nothing of any learner's still runs, once what was told to stop has exited
+        deadline = time.monotonic() + 30
+        while (left := subprocess.run(["pgrep", "-u", str(account.pw_uid)], capture_output=True, text=True).stdout) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert left == "", f"{account.pw_name} still runs {left.split()}: " + subprocess.run(
+            ["ps", "-o", "pid,args", "-u", str(account.pw_uid)], capture_output=True, text=True).stdout
