@@ -66,6 +66,7 @@ def run(mode: str, bin_folder: Path) -> list[dict[str, float]]:
     root.chmod(0o755)
     rows = []
     with ExitStack() as stack:
+        stack.callback(shutil.rmtree, root, ignore_errors=True)  # last, after the learners are gone
         accounts = [stack.enter_context(learner_account(f"{name}{os.getpid() % 10000}", root / "home" / name))
                     for name in LEARNERS]
         environment = {"PATH": f"{bin_folder}:/usr/bin:/bin"}
@@ -96,7 +97,6 @@ def run(mode: str, bin_folder: Path) -> list[dict[str, float]]:
                                env={"PATH": environment["PATH"], "HOME": account.pw_dir})
             if mode == "shared PostgreSQL":
                 stop([POSTGRES.kind], root / "teacher")
-    shutil.rmtree(root, ignore_errors=True)
     return rows
 
 

@@ -39,9 +39,10 @@ def as_learner(python: Path, account, *arguments: str) -> subprocess.CompletedPr
                           cwd=account.pw_dir, env={**variables, "HOME": account.pw_dir}, **as_account(account))
 
 
-def test_the_installed_course_keeps_its_servers_in_the_learner_s_home(environment):
+def test_the_installed_course_keeps_its_servers_in_the_learner_s_home(environment, request):
     root = Path(tempfile.mkdtemp(prefix="idemlib-homes-"))
     root.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     with learner_account(f"idemlib-ro-{os.getpid() % 100000}", root / "learner") as account:
         home = Path(account.pw_dir)
         try:
@@ -70,4 +71,3 @@ def test_the_installed_course_keeps_its_servers_in_the_learner_s_home(environmen
         finally:
             stopped = as_learner(environment, account, "-m", "idemlib.servers", "stop")
         assert stopped.returncode == 0 and len(stopped.stdout.splitlines()) == 3, stopped.stderr
-    shutil.rmtree(root, ignore_errors=True)
