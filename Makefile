@@ -64,7 +64,7 @@ grade: $(STAMP)
 
 bench: $(STAMP)
 	$(OWN_SERVERS) $(BIN)/python benchmarks/bench_overhead.py && $(BIN)/python benchmarks/bench_inbox_cost.py \
-		&& $(BIN)/python benchmarks/bench_lessons.py; $(STOP_SERVERS)
+		&& $(BIN)/python benchmarks/bench_lessons.py && $(BIN)/python benchmarks/bench_hub.py; $(STOP_SERVERS)
 
 stop:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python -m idemlib.servers stop; fi

@@ -6,13 +6,23 @@ update it in one place.
 
 from __future__ import annotations
 
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-FACTS_FILE = Path(__file__).resolve().parent.parent / "data" / "facts.csv"
+
+def _facts_file() -> Path:
+    """The repository's ``data/facts.csv``; where the course is installed, not cloned (a hub's image), the copy its
+    ``binder/postBuild`` puts in the environment's ``share/idemlib/data``."""
+    beside = Path(__file__).resolve().parent.parent / "data" / "facts.csv"
+    installed = Path(sys.prefix) / "share" / "idemlib" / "data" / "facts.csv"
+    return installed if not beside.exists() and installed.exists() else beside
+
+
+FACTS_FILE = _facts_file()
 
 
 class FactsTable(pd.DataFrame):

@@ -163,8 +163,8 @@ def test_each_real_server_names_its_version_the_lesson_states_its_measurements_u
 
     need_server(RABBITMQ)
     need_server(NATS)
-    assert re.fullmatch(r"the real server at amqp://\S+, RabbitMQ \d+\.\d+\.\d+", which(rabbitmq()))
-    assert re.fullmatch(r"the real server at nats://\S+, NATS \d+\.\d+\.\d+", which(jetstream()))
+    assert re.fullmatch(r"the real server at [\w.-]+:\d+, RabbitMQ \d+\.\d+\.\d+", which(rabbitmq()))
+    assert re.fullmatch(r"the real server at [\w.-]+:\d+, NATS \d+\.\d+\.\d+", which(jetstream()))
 
 
 def test_jetstream_streams_are_deleted_when_the_channel_closes():

@@ -7,16 +7,18 @@ machine's, a learner's) are never touched.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import pwd
 import re
 import shutil
-import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,6 +31,7 @@ from idemlib.servers.local import (
     Running,
     alive,
     answers,
+    as_user,
     ensure,
     free_port,
     reachable,
@@ -117,25 +120,38 @@ def test_two_kernels_starting_at_once_share_one_server(servers_dir):
     starts = [subprocess.Popen([sys.executable, "-m", "idemlib.servers", "start", "nats"], env=environment,
                                stdout=subprocess.PIPE, text=True) for _ in range(3)]
     urls = {start.communicate(timeout=60)[0].strip() for start in starts}
-    assert len(urls) == 1 and urls.pop().startswith("IDEMLIB_NATS_URL=nats://127.0.0.1:")
+    assert len(urls) == 1 and re.fullmatch(r"IDEMLIB_NATS_URL=nats://[\w-]{32}@127\.0\.0\.1:\d+", urls.pop())
     assert len(stop([NATS.kind], servers_dir)) == 1
 
 
-def listening() -> socket.socket:
-    """A loopback socket that accepts connections, standing where a learner's own server would listen."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    return listener
+@contextlib.contextmanager
+def a_nats_of_the_learners(jetstream: bool = True) -> Iterator[int]:
+    """A NATS server without a password, as a learner runs one by hand, on a free port (as ``nobody`` under root)."""
+    port, user = free_port(), as_user()
+    store = Path(tempfile.mkdtemp(prefix="idemlib-learners-nats-"))
+    if user:
+        os.chown(store, user["user"], user["group"])
+    options = ["--jetstream", "--store_dir", str(store)] if jetstream else []
+    process = subprocess.Popen([str(NATS.kind.binary()), "-a", "127.0.0.1", "-p", str(port), *options],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **user)
+    try:
+        while not answers("127.0.0.1", port):
+            assert process.poll() is None, "the learner's NATS did not start"
+            time.sleep(0.02)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        shutil.rmtree(store, ignore_errors=True)
 
 
 def test_the_variable_wins_then_a_server_at_the_default_address_then_the_course_s_own(servers_dir, monkeypatch):
-    with listening() as learners:
-        server = dataclasses.replace(NATS, default_url=f"nats://127.0.0.1:{learners.getsockname()[1]}")
+    with a_nats_of_the_learners() as port:
+        server = dataclasses.replace(NATS, default_url=f"nats://127.0.0.1:{port}")
         monkeypatch.setenv(server.variable, "nats://127.0.0.1:1")
         assert server.url() == "nats://127.0.0.1:1"
         monkeypatch.delenv(server.variable)
-        assert server.url() == server.default_url  # something listens there: the course starts nothing
+        assert server.url() == server.default_url  # a NATS with JetStream that takes the login: the course starts none
         assert status([NATS.kind], servers_dir) == []
     forget()
     assert server.url() == ensure(NATS.kind, servers_dir).url  # nothing there now: the course's own

@@ -70,7 +70,7 @@ def which(factory: ChannelFactory) -> str:
         return "its model (no server running)"
     server, adapter = real
     # The version is the condition every measurement in the lesson is stated under.
-    return f"the real server at {server.url()}, {import_module(f'idemlib.brokers.{adapter}').server_version()}"
+    return f"the real server at {server.address()}, {import_module(f'idemlib.brokers.{adapter}').server_version()}"
 
 
 def compare_brokers(message: Message, factories: list[ChannelFactory] | None = None) -> list[pd.DataFrame]:

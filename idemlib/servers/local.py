@@ -2,8 +2,10 @@
 
 One server of each kind runs per directory (``.venv/var`` by default): its data lives
 in ``NAME/``, its output in ``NAME.log``, and ``NAME.json`` records its process id,
-port and owner, so every kernel and test that needs it finds the same one again.
-Each listens on loopback only, on a port that was free when it started. A file lock
+port, URL and owner, so every kernel and test that needs it finds the same one again.
+Each listens on loopback only, on a port that was free when it started, and takes
+the learner's secret (:mod:`idemlib.servers.secret`), so on a shared machine it
+answers the learner who started it alone. A file lock
 per kind keeps two kernels that start at once from starting two servers.
 
 ``IDEMLIB_SERVERS_OWNER`` (set by ``make lab`` and ``make test``) is written into
@@ -30,6 +32,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from idemlib.servers.secret import SecretUnsafe
+from idemlib.servers.secret import secret as learners_secret
+from idemlib.servers.secret import write_private
 
 STARTUP_SECONDS = 60.0
 STOP_SECONDS = 20.0
@@ -70,20 +76,33 @@ class Kind(ABC):
     def binary(self) -> Path | None:
         """The server's executable: the pip package's, else one on PATH, else None."""
 
-    def initialise(self, binary: Path, data: Path, as_user: dict[str, Any]) -> None:
-        """Fill the (new, empty) data folder on first start; most kinds need nothing."""
+    @abstractmethod
+    def initialise(self, binary: Path, data: Path, as_user: dict[str, Any], secret: str) -> None:
+        """Before each start: fill a new data folder, and put the learner's secret where the server reads it.
+
+        Never on the command line, which every user of the machine can read in ``ps``.
+        """
 
     @abstractmethod
     def command(self, binary: Path, data: Path, port: int) -> list[str]:
         """The command line that runs the server in the foreground on ``127.0.0.1:port``."""
 
     @abstractmethod
-    def url(self, port: int) -> str:
-        """The URL a client connects to."""
+    def url(self, port: int, secret: str) -> str:
+        """The URL a client connects to, carrying the learner's secret."""
 
     @abstractmethod
     def check(self, url: str) -> str:
-        """Ask the server at ``url`` for its name and version; raise (``OSError``, a client error) until it answers."""
+        """Log in at ``url`` and ask the server for its name and version; raise (``OSError``, a client error) until it
+        answers, and raise where it refuses the login."""
+
+    @abstractmethod
+    def refused(self, error: BaseException) -> str | None:
+        """The server's own words when ``error`` (from :meth:`check` or a client) is a refused login; else None."""
+
+    def unsuitable(self, url: str, version: str) -> str | None:
+        """Why the server at ``url`` (which took the login) is not one the lessons can use, or None when it is."""
+        return None
 
     def after_start(self, url: str) -> None:
         """Anything the course needs on the server once it answers (PostgreSQL: the ``idemlib`` database)."""
@@ -96,6 +115,13 @@ class Kind(ABC):
             shutil.copy2(binary, copy.with_name(copy.name + ".partial"))
             copy.with_name(copy.name + ".partial").replace(copy)
         return copy
+
+
+def write_config(path: Path, text: str, as_user: dict[str, Any]) -> None:
+    """A configuration file holding the learner's secret: readable by the server's user alone."""
+    write_private(path, text)
+    if as_user:
+        os.chown(path, as_user["user"], as_user["group"])
 
 
 def servers_dir() -> Path:
@@ -207,10 +233,8 @@ def _record(directory: Path, key: str) -> Running | None:
 
 
 def _write_record(directory: Path, running: Running) -> None:
-    path = directory / f"{running.key}.json"
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(asdict(running), indent=1))
-    partial.replace(path)  # a reader sees the old record or the new one, never half of one
+    # Its URL carries the learner's secret: readable by the learner alone, like the secret itself.
+    write_private(directory / f"{running.key}.json", json.dumps(asdict(running), indent=1))
 
 
 def find(kind: Kind, directory: Path | None = None) -> Running | None:
@@ -262,9 +286,13 @@ def _start(kind: Kind, directory: Path) -> Running:
         data.mkdir(parents=True, mode=0o700)
         if user:
             os.chown(data, user["user"], user["group"])
-    kind.initialise(binary, data, user)
+    try:
+        secret = learners_secret(directory)
+    except SecretUnsafe as error:
+        raise CannotStart(str(error)) from error
+    kind.initialise(binary, data, user, secret)
     port = free_port()
-    url = kind.url(port)
+    url = kind.url(port, secret)
     log = directory / f"{kind.key}.log"
     started = time.time()
     with open(log, "ab") as output:

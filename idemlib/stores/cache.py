@@ -34,7 +34,7 @@ def redis_unavailable() -> str | None:
         redis.Redis.from_url(redis_url(), socket_connect_timeout=2).ping()
         return None
     except redis.RedisError as error:
-        return REDIS.reason(type(error).__name__)
+        return REDIS.reason(error)
 
 
 def real_redis() -> redis.Redis:

@@ -26,7 +26,7 @@ def postgres_unavailable() -> str | None:
         with psycopg.connect(postgres_url(), connect_timeout=3):
             return None
     except Exception as error:  # noqa: BLE001 - any failure to connect means the same thing here
-        return POSTGRES.reason(type(error).__name__)
+        return POSTGRES.reason(error)
 
 
 def _drop_schema(url: str, schema: str) -> None:

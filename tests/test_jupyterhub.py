@@ -1,0 +1,157 @@
+"""The course on a real JupyterHub: three learners as Unix users of their own, each with servers only they reach.
+
+JupyterHub (pinned, from PyPI) and configurable-http-proxy (pinned, from npm) run
+on loopback; LocalProcessSpawner starts each learner's server as that learner,
+through the hub's REST API. Each learner's kernel (through the kernels API, as a
+browser's) runs the course's inbox over PostgreSQL, a Redis claim and a JetStream
+de-duplication, then tries the other learners' servers, secrets and home. Two
+modes: each learner's own PostgreSQL, Valkey and NATS; or a shared PostgreSQL
+with a database and a role per learner (``IDEMLIB_POSTGRES_URL`` set by the
+spawner), Valkey and NATS still their own. Every process stops at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from other_users import as_account, learner_account, python_for_anyone
+
+from idemlib.servers import POSTGRES
+from idemlib.servers.local import free_port, stop
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("npm") is None or python_for_anyone() is None,
+                                reason="a hub with learners as Unix users needs root, npm and a Python any user runs")
+LEARNERS = ["ada", "grace", "linus"]
+
+PROBE = """
+import json, socket
+from pathlib import Path
+import psycopg
+other = json.loads({other!r})
+found = {{}}
+for name, path in (("secret", Path(other["home"], ".cache", "idemlib", "var", "secret")), ("home", Path(other["home"]))):
+    try:
+        path.read_text() if path.is_file() else list(path.iterdir())
+        found[name] = "read"
+    except PermissionError:
+        found[name] = "denied"
+try:
+    psycopg.connect(other["postgres"], connect_timeout=3).close()
+    found["postgres"] = "logged in"
+except psycopg.OperationalError as error:
+    said = str(error)
+    found["postgres"] = ("refused" if "password authentication failed" in said else
+                         "no database access" if "permission denied for database" in said else said)
+for key, hello in (("redis", b"PING\\r\\n"), ("nats", b"CONNECT {{}}\\r\\nPING\\r\\n")):
+    host, port = other[key]
+    with socket.create_connection((host, port), timeout=3) as connection:
+        lines = connection.makefile("rb")
+        if key == "nats":
+            lines.readline()
+        connection.sendall(hello)
+        found[key] = "refused" if lines.readline().startswith(b"-") else "answered"
+print("PROBE " + json.dumps(found))
+"""
+
+
+def without_secret(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:not-the-secret@{parts.hostname}:{parts.port}"))
+
+
+def tagged(lines: list[str], tag: str) -> dict:
+    [line] = [line for line in lines if line.startswith(f"{tag} ")]
+    return json.loads(line.removeprefix(f"{tag} "))
+
+
+@pytest.fixture(scope="module")
+def hub_tools():
+    from hub import hub_environment, proxy
+
+    return hub_environment(), proxy()
+
+
+@pytest.fixture
+def class_of_three() -> Iterator[tuple[Path, list]]:
+    root = Path(tempfile.mkdtemp(prefix="idemlib-hub-"))
+    root.chmod(0o755)
+    suffix = f"{os.getpid() % 10000}"
+    with learner_account(f"{LEARNERS[0]}{suffix}", root / "home" / LEARNERS[0]) as first, \
+            learner_account(f"{LEARNERS[1]}{suffix}", root / "home" / LEARNERS[1]) as second, \
+            learner_account(f"{LEARNERS[2]}{suffix}", root / "home" / LEARNERS[2]) as third:
+        yield root, [first, second, third]
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode", ["own servers", "shared postgresql"])
+def test_three_learners_on_a_hub_each_reach_their_own_servers_and_no_one_else_s(mode, hub_tools, class_of_three):
+    from hub import LESSON, shared_postgres, start_hub
+
+    bin_folder, _ = hub_tools
+    root, accounts = class_of_three
+    names = [account.pw_name for account in accounts]
+    environment = {"PATH": f"{bin_folder}:/usr/bin:/bin"}
+    shared: dict[str, str] = {}
+    if mode == "shared postgresql":
+        shared, files = shared_postgres(root, accounts)
+        environment["IDEMLIB_POSTGRES_URL"] = f"@{files}/{{username}}"
+    hub = start_hub(root, bin_folder, free_port(), free_port(), free_port(), environment)
+    try:
+        for name in names:
+            hub.api("POST", f"/users/{name}")
+        spawned = {name: hub.spawn(name) for name in names}
+        ran = {}
+        for name in names:
+            status, lines = hub.execute(name, LESSON)
+            assert status == "ok", "\n".join(lines)
+            ran[name] = tagged(lines, "RESULT")
+        for account in accounts:
+            result = ran[account.pw_name]
+            assert result["user"] == account.pw_name and result["home"] == account.pw_dir
+            assert result["inbox"] == [1, 0] and result["claims"] == [True, False]
+            assert result["duplicates"] == [False, True]
+            if shared:
+                assert result["urls"]["postgres"] == shared[account.pw_name]
+            else:  # the course's own, with the learner's own secret, in the learner's home
+                secret = Path(account.pw_dir, ".cache", "idemlib", "var", "secret")
+                assert urlsplit(result["urls"]["postgres"]).password == secret.read_text().strip()
+        ports = [urlsplit(r["urls"][key]).port for r in ran.values() for key in ("postgres", "redis", "nats")]
+        expected_distinct = len(ports) - (2 if shared else 0)  # a shared server has one port for all three
+        assert len(set(ports)) == expected_distinct
+        for name, other in zip(names, names[1:] + names[:1], strict=True):
+            theirs = ran[other]["urls"]
+            mine = ran[name]["urls"]["postgres"]
+            target = {"home": ran[other]["home"],
+                      "postgres": (mine.rsplit("/", 1)[0] + "/" + other) if shared else without_secret(theirs["postgres"]),
+                      "redis": ["127.0.0.1", urlsplit(theirs["redis"]).port],
+                      "nats": ["127.0.0.1", urlsplit(theirs["nats"]).port]}
+            status, lines = hub.execute(name, PROBE.format(other=json.dumps(target)))
+            assert status == "ok", "\n".join(lines)
+            assert tagged(lines, "PROBE") == {"secret": "denied", "home": "denied",
+                                              "postgres": "no database access" if shared else "refused",
+                                              "redis": "refused", "nats": "refused"}
+        print(f"\n{mode}: spawned in " + ", ".join(f"{seconds:.1f} s" for seconds in spawned.values()))
+    finally:
+        hub.stop()
+        for account in accounts:  # the learners' course servers stop with their owners' command
+            subprocess.run([str(bin_folder / "python"), "-m", "idemlib.servers", "stop"], capture_output=True,
+                           timeout=120, env={"PATH": f"{bin_folder}:/usr/bin:/bin", "HOME": account.pw_dir},
+                           cwd=account.pw_dir, **as_account(account))
+        if shared:
+            stop([POSTGRES.kind], root / "teacher")
+    for account in accounts:  # nothing of any learner's still runs, once what was told to stop has exited
+        deadline = time.monotonic() + 30
+        while (left := subprocess.run(["pgrep", "-u", str(account.pw_uid)], capture_output=True, text=True).stdout) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert left == "", f"{account.pw_name} still runs {left.split()}: " + subprocess.run(
+            ["ps", "-o", "pid,args", "-u", str(account.pw_uid)], capture_output=True, text=True).stdout
