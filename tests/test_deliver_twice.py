@@ -139,7 +139,8 @@ def test_the_whole_database_is_compared_so_an_audit_row_per_delivery_is_caught(t
     assert "every message twice in a row (the ack lost): table audit: extra [('m-000',), ('m-001',), ('m-002',)]" \
         in text
     assert "table lines" not in text, "the inbox keeps the lines right: only the audit table differs"
-    assert "fix: record the message ID in an inbox table" in text
+    assert text.count("fix: record the message ID in an inbox table") == 1, "each fix is said once"
+    assert "(not played: two deliveries at once: played on PostgreSQL only" in text
 
 
 def set_status(connection: sqlite3.Connection, message: dict[str, Any]) -> None:
@@ -273,3 +274,26 @@ def test_the_time_limit_lives_on_each_runs_config_and_a_second_session_does_not_
     for wrong in ("soon", "0", "-5"):
         refused = pytester.runpytest_inprocess("-o", f"idempotency_time_limit={wrong}")
         assert "idempotency_time_limit" in refused.stderr.str()
+
+
+def test_an_engineers_suite_uses_the_installed_plugin_and_sees_the_failure_with_its_fix(pytester):
+    pytester.makepyfile(test_consumer="""
+        import sqlite3
+        from deliver_twice import assert_idempotent
+
+        def charge(connection, message):
+            with connection:
+                connection.execute("INSERT INTO payments VALUES (?, ?)", (message["id"], message["amount"]))
+
+        def reset(connection):
+            connection.executescript("DROP TABLE IF EXISTS payments; CREATE TABLE payments (id, amount);")
+
+        def test_charge(tmp_path):
+            assert_idempotent(charge, [{"id": "a", "amount": 5}, {"id": "b", "amount": 7}],
+                              connect=lambda: sqlite3.connect(tmp_path / "db"), reset=reset)
+    """)
+    result = pytester.runpytest_inprocess()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*NotIdempotent: 'charge' is not idempotent in * scenarios:",
+                                 "*- every message twice in a row (the ack lost): table payments: extra *('a', 5)*",
+                                 "*fix: record the message ID in an inbox table*"])

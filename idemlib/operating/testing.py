@@ -28,8 +28,10 @@ COLUMNS = ["scenario", "deliveries", "same state as one delivery", "what differs
 
 
 def table(report: Report) -> pd.DataFrame:
-    """The report as a table, one row per scenario, to show in a lesson."""
-    return pd.DataFrame([(row.scenario, row.deliveries, row.same, row.differs) for row in report], columns=COLUMNS)
+    """The report as a table, one row per scenario, to show in a lesson (the families not played in its ``attrs``)."""
+    frame = pd.DataFrame([(row.scenario, row.deliveries, row.same, row.differs) for row in report], columns=COLUMNS)
+    frame.attrs["not played"] = list(report.not_played)
+    return frame
 
 
 def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Callable[[], Connection],

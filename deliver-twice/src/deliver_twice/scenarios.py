@@ -99,7 +99,14 @@ class Scenario:
 
 
 class Report(list[Scenario]):
-    """The scenarios played, one :class:`Scenario` each, in the order played."""
+    """The scenarios played, one :class:`Scenario` each, in the order played, and the families it could not play."""
+
+    not_played: list[str]
+    """One line per family of scenarios this database or consumer could not be given, and why."""
+
+    def __init__(self, rows: Sequence[Scenario] = (), not_played: Sequence[str] = ()) -> None:
+        super().__init__(rows)
+        self.not_played = list(not_played)
 
     @property
     def passed(self) -> bool:
@@ -109,8 +116,9 @@ class Report(list[Scenario]):
         return [row for row in self if not row.same]
 
     def __str__(self) -> str:
-        return "\n".join(f"{'ok  ' if row.same else 'FAIL'} {row.scenario} ({row.deliveries} deliveries)"
-                         + ("" if row.same else f": {row.differs}") for row in self)
+        return "\n".join([f"{'ok  ' if row.same else 'FAIL'} {row.scenario} ({row.deliveries} deliveries)"
+                          + ("" if row.same else f": {row.differs}") for row in self]
+                         + [f"not played: {line}" for line in self.not_played])
 
 
 @dataclass
@@ -324,10 +332,15 @@ def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset
         ]
     plays += [(f"crash before step {k} of {len(names)}: {names[k - 1]}", "crash", _crash_before(k))
               for k in range(1, len(names) + 1)]
+    report = Report()
     if consumer.call(lambda: _on_postgres(connect), "opening a connection"):
         plays += [(f"two at once, one paused before step {k}: {names[k - 1]}", "race", _at_once(k))
                   for k in range(1, len(names) + 1)]
-    report = Report()
+    else:
+        report.not_played.append("two deliveries at once: played on PostgreSQL only, where the server says when "
+                                 "the second delivery waits for the first one's lock; test the consumer there too")
+    if len(messages) == 1:
+        report.not_played.append("a late duplicate and a replay in reverse order: they need two messages or more")
     for name, family, play in plays:
         consumer.scenario = name
         consumer.call(fresh, "reset(connection) and state(connection) before the scenario")
@@ -362,6 +375,10 @@ def assert_idempotent(handle: Handle, messages: Sequence[Any], *, connect: Calla
 def not_idempotent_text(handle: Handle, report: Sequence[Scenario]) -> str:
     """The failure's text: each failing scenario, what differs (naming the messages) and what usually fixes it."""
     failed = [row for row in report if not row.same]
-    lines = [f"- {row.scenario}: {row.differs}\n  fix: {row.fix}" for row in failed]
+    lines, fixes = [], set()
+    for row in failed:  # each fix once, after the first scenario it fixes
+        lines.append(f"- {row.scenario}: {row.differs}" + ("" if row.fix in fixes else f"\n  fix: {row.fix}"))
+        fixes.add(row.fix)
+    lines += [f"(not played: {line})" for line in getattr(report, "not_played", [])]
     return (f"{getattr(handle, '__name__', handle)!r} is not idempotent in {len(failed)} of {len(report)} "
             "scenarios:\n" + "\n".join(lines))
