@@ -297,3 +297,41 @@ def test_an_engineers_suite_uses_the_installed_plugin_and_sees_the_failure_with_
     result.stdout.fnmatch_lines(["*NotIdempotent: 'charge' is not idempotent in * scenarios:",
                                  "*- every message twice in a row (the ack lost): table payments: extra *('a', 5)*",
                                  "*fix: record the message ID in an inbox table*"])
+
+
+def by_delivery_tag(connection: sqlite3.Connection, message: dict[str, Any]) -> None:
+    """A duplicate check on the broker's delivery tag: a redelivered copy has a new one, so it pays again."""
+    with connection:
+        if connection.execute("INSERT INTO processed_messages VALUES (?) ON CONFLICT DO NOTHING RETURNING 1",
+                              (message["delivery_tag"],)).fetchone():
+            connection.execute("INSERT INTO lines VALUES (?, 1, ?)", (message["order_id"], message["message_id"]))
+
+
+TAGGED = [{**message, "delivery_tag": n, "redelivered": False} for n, message in enumerate(MESSAGES[:3], 1)]
+
+
+def test_copies_with_a_new_delivery_tag_catch_a_check_on_the_tag_that_identical_copies_pass(tmp_path):
+    tags = iter(range(1000, 2000))
+    state = lambda c: sorted(c.execute("SELECT * FROM lines").fetchall())  # noqa: E731 - the payments only
+    assert assert_idempotent(by_delivery_tag, TAGGED, connect=sqlite_connect(tmp_path), reset=sqlite_reset,
+                             state=state).passed
+    with pytest.raises(NotIdempotent, match=r"every message twice in a row \(the ack lost\): extra \[\(100, 1, 'm-000'\)"):
+        assert_idempotent(by_delivery_tag, TAGGED, connect=sqlite_connect(tmp_path), reset=sqlite_reset, state=state,
+                          redelivered=lambda message: {**message, "delivery_tag": next(tags), "redelivered": True})
+    # The inbox keyed on the message ID passes the same copies.
+    assert assert_idempotent(sqlite_inbox, TAGGED, connect=sqlite_connect(tmp_path), reset=sqlite_reset, state=state,
+                             redelivered=lambda message: {**message, "delivery_tag": next(tags),
+                                                          "redelivered": True}).passed
+
+
+def test_on_postgres_the_second_of_two_deliveries_at_once_gets_the_redelivered_copy(postgres_schema):
+    copies: list[dict[str, Any]] = []
+
+    def copy(message: dict[str, Any]) -> dict[str, Any]:
+        copies.append({**message, "redelivered": True})
+        return copies[-1]
+
+    report = assert_idempotent(pg_inbox, MESSAGES[:2], connect=postgres_schema.connect, reset=pg_reset,
+                               redelivered=copy)
+    races = sum(row.scenario.startswith("two at once") for row in report)
+    assert races == 5 and len(copies) >= races * 2, "each race's second delivery of each message is a copy"

@@ -123,8 +123,17 @@ class Report(list[Scenario]):
 
 @dataclass
 class _Run:
+    redelivered: Callable[[Any], Any] | None = None
     problems: list[str] = field(default_factory=list)
     deliveries: int = 0
+    _seen: set[int] = field(default_factory=set)
+
+    def envelope(self, message: Any) -> Any:
+        """What the broker hands over: the message itself the first time, then its redelivered copy."""
+        if id(message) in self._seen and self.redelivered is not None:
+            return self.redelivered(message)
+        self._seen.add(id(message))
+        return message
 
 
 def label(message: Any) -> str:
@@ -137,10 +146,13 @@ def label(message: Any) -> str:
     return repr(message)[:40]
 
 
-def _deliver(consumer: ConsumerThread, handle: Handle, message: Any, watch: Watch) -> BaseException | None:
-    """One delivery in the consumer's thread: None when acknowledged, else what stopped it."""
+def _deliver(consumer: ConsumerThread, handle: Handle, message: Any, watch: Watch,
+             run: _Run | None = None) -> BaseException | None:
+    """One delivery in the consumer's thread (a copy, after the first, when ``run`` makes them): None when
+    acknowledged, else what stopped it."""
     consumer.watches = [watch]
-    return consumer.call(lambda: deliver(handle, consumer.sessions, message, watch, ack=consumer.ack),
+    handed = message if run is None else run.envelope(message)
+    return consumer.call(lambda: deliver(handle, consumer.sessions, handed, watch, ack=consumer.ack),
                          f"the delivery of {label(message)}")
 
 
@@ -151,7 +163,7 @@ def _until_acked(handle: Handle, consumer: ConsumerThread, message: Any, run: _R
     ``tries`` deliveries were made already, the last ending in ``failed`` (None: acknowledged).
     """
     while tries == 0 or (failed is not None and tries < MAX_DELIVERIES):
-        failed = _deliver(consumer, handle, message, Watch())
+        failed = _deliver(consumer, handle, message, Watch(), run)
         tries += 1
         run.deliveries += 1
     if failed is not None:
@@ -176,7 +188,7 @@ def _crash_before(step: int) -> Callable[..., None]:
     def play(handle: Handle, consumer: ConsumerThread, messages: list[Any], run: _Run) -> None:
         for message in messages:
             watch = Watch(crash_at=step)
-            outcome = _deliver(consumer, handle, message, watch)
+            outcome = _deliver(consumer, handle, message, watch, run)
             run.deliveries += 1
             if watch.acked and outcome is not None:
                 # The broker has the ack: it never sends the message again, whatever the consumer left undone.
@@ -194,8 +206,9 @@ def _at_once(step: int) -> Callable[..., None]:
         for message in messages:
             watches: list[Watch] = []
             consumer.watches = watches
-            race = consumer.call(lambda: two_at_once(handle, consumer.sessions, message, step, watches,
-                                                     ack=consumer.ack),
+            first, second = run.envelope(message), run.envelope(message)
+            race = consumer.call(lambda: two_at_once(handle, consumer.sessions, first, step, watches,
+                                                     ack=consumer.ack, second=second),
                                  f"two deliveries of {label(message)} at once")
             run.deliveries += 2
             for outcome in (race.first, race.second):
@@ -243,7 +256,8 @@ _FIXES = {
 
 def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Callable[[], Connection],
                        reset: Callable[[Connection], None], state: Callable[[Connection], Any] | None = None,
-                       expected: Any = None, ack: bool = False, time_limit: float | None = None) -> Report:
+                       expected: Any = None, ack: bool = False, redelivered: Callable[[Any], Any] | None = None,
+                       time_limit: float | None = None) -> Report:
     """One :class:`Scenario` per way of making duplicates: deliveries made, whether the state held, what differs.
 
     ``connect()`` opens a connection to the database under test; ``reset(connection)``
@@ -258,6 +272,11 @@ def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Call
     ``ack=True``: the consumer is called ``handle(connection, message, ack)`` and a message is
     acknowledged only when it calls ``ack()``, as with a broker's ``basic_ack``; a death after
     the ack is then one the broker never redelivers, so acking before the commit fails.
+
+    ``redelivered(message)``: the copy a broker hands over on every delivery after a message's
+    first (a new delivery tag, the redelivered flag) or a producer's retry (a new ``sent_at``);
+    by default the copy is the message itself. A consumer that recognises a duplicate by
+    anything but its message ID then fails.
 
     ``time_limit`` (seconds; the suite's ``idempotency_time_limit``, else :data:`TIME_LIMIT`)
     bounds each call into your code: one delivery, two deliveries at once, one ``reset`` or
@@ -275,7 +294,7 @@ def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Call
     sessions = Sessions(connect)
     consumer = ConsumerThread(sessions, time_limit, repr(getattr(handle, "__name__", handle)), ack=ack)
     try:
-        return _report(handle, messages, consumer, reset, state or whole_database, expected)
+        return _report(handle, messages, consumer, reset, state or whole_database, expected, redelivered)
     finally:
         if not consumer.broken:
             consumer.call(sessions.close, "closing its connections")  # each in the thread that opened it
@@ -283,7 +302,7 @@ def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Call
 
 
 def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset: Callable[[Connection], None],
-            state: Callable[[Connection], Any], expected: Any) -> Report:
+            state: Callable[[Connection], Any], expected: Any, redelivered: Callable[[Any], Any] | None) -> Report:
     connect = consumer.sessions
 
     def fresh() -> Any:
@@ -344,7 +363,7 @@ def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset
     for name, family, play in plays:
         consumer.scenario = name
         consumer.call(fresh, "reset(connection) and state(connection) before the scenario")
-        run = _Run()
+        run = _Run(redelivered)
         play(handle, consumer, messages, run)
         got = consumer.call(read, "state(connection) after the scenario")
         if got != once:
@@ -356,7 +375,8 @@ def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset
 
 def assert_idempotent(handle: Handle, messages: Sequence[Any], *, connect: Callable[[], Connection],
                       reset: Callable[[Connection], None], state: Callable[[Connection], Any] | None = None,
-                      expected: Any = None, ack: bool = False, time_limit: float | None = None) -> Report:
+                      expected: Any = None, ack: bool = False, redelivered: Callable[[Any], Any] | None = None,
+                      time_limit: float | None = None) -> Report:
     """Deliver every message twice, in every way :func:`idempotency_report` knows; raise :class:`NotIdempotent` if any differs.
 
     Passes, returning the report, when every scenario ends with the state of one
@@ -366,7 +386,7 @@ def assert_idempotent(handle: Handle, messages: Sequence[Any], *, connect: Calla
     """
     __tracebackhide__ = True  # pytest shows the reader's test line and the message, not this helper's insides
     report = idempotency_report(handle, messages, connect=connect, reset=reset, state=state, expected=expected,
-                                ack=ack, time_limit=time_limit)
+                                ack=ack, redelivered=redelivered, time_limit=time_limit)
     if report.failed():
         raise NotIdempotent(not_idempotent_text(handle, report))
     return report

@@ -400,7 +400,7 @@ class Race:
 
 
 def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any, pause_before: int,
-                watches: list[Watch] | None = None, *, ack: bool = False) -> Race:
+                watches: list[Watch] | None = None, *, ack: bool = False, second: Any = None) -> Race:
     """Deliver ``message`` twice at once: the first delivery waits before its ``pause_before``-th step, the second
     runs until it ends or waits for a lock, then the first goes on.
 
@@ -408,18 +408,23 @@ def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any,
     never guessed from a timeout, so a busy machine gives the same interleaving. A second
     delivery that neither ends nor waits for a lock keeps this waiting: a caller that must
     not hang runs it in a thread of its own and passes ``watches``, which gets both
-    deliveries' :class:`Watch` to say where each stands.
+    deliveries' :class:`Watch` to say where each stands. ``second``: the copy the second delivery gets
+    (the message itself by default).
     """
+    copy = message if second is None else second
     first, second = Watch(pause_at=pause_before), Watch()
     if watches is not None:
         watches += [first, second]
     outcomes: dict[int, BaseException | None] = {}
 
     def start(number: int, watch: Watch) -> threading.Thread:
+        handed = message if number == 1 else copy
+
+        def run() -> None:
+            outcomes[number] = deliver(handle, connect, handed, watch, ack=ack)
+
         # A daemon: a delivery blocked for good must not keep the test process from ending.
-        thread = threading.Thread(target=lambda: outcomes.__setitem__(number, deliver(handle, connect, message, watch,
-                                                                                   ack=ack)),
-                                  daemon=True)
+        thread = threading.Thread(target=run, daemon=True)
         thread.start()
         return thread
 
