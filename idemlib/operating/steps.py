@@ -4,8 +4,9 @@ The code lives in the ``deliver-twice`` package (``deliver-twice/`` in this repo
 installed with the course); this module keeps the course's imports working.
 """
 
-from deliver_twice.steps import (Connection, Crashed, Handle, NotAcknowledged, Race, Sessions, Watch,
-                                 WatchedConnection, WatchedCursor, backend_pid, deliver, describe, two_at_once)
+from deliver_twice.race import Race, two_at_once
+from deliver_twice.steps import (Connection, Crashed, Handle, NotAcknowledged, Sessions, Watch, WatchedConnection,
+                                 WatchedCursor, backend_pid, deliver, describe)
 
 __all__ = ["Connection", "Crashed", "Handle", "NotAcknowledged", "Race", "Sessions", "Watch", "WatchedConnection",
            "WatchedCursor", "backend_pid", "deliver", "describe", "two_at_once"]

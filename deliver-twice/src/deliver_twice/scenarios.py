@@ -62,7 +62,8 @@ from typing import Any
 
 from deliver_twice.consumer_thread import Blocked, ConsumerThread  # Blocked: a reader catches it from here
 from deliver_twice.state import whole_database
-from deliver_twice.steps import Connection, Handle, Sessions, Watch, deliver, two_at_once
+from deliver_twice.race import two_at_once
+from deliver_twice.steps import Connection, Handle, Sessions, Watch, deliver
 
 MAX_DELIVERIES = 3
 """How often a message whose delivery raised is delivered in all, as a broker's redelivery limit would allow."""
