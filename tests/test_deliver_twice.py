@@ -46,8 +46,9 @@ def pg_inbox(connection: Any, message: dict[str, Any]) -> None:
 
 def test_a_psycopg_consumer_repeating_statements_over_24_messages_passes_every_scenario(postgres_schema):
     report = assert_idempotent(pg_inbox, MESSAGES, connect=postgres_schema.connect, reset=pg_reset)
-    # Five steps (the inbox insert, three line inserts, the commit): four plain orders, five crashes, five races.
-    assert report.passed and len(report) == 4 + 5 + 5
+    # Five steps (the inbox insert, three line inserts, the commit): four plain orders, five crashes, five lost
+    # connections, five races.
+    assert report.passed and len(report) == 4 + 5 + 5 + 5
     assert sum(row.scenario.startswith("two at once") for row in report) == 5
 
 
@@ -335,3 +336,20 @@ def test_on_postgres_the_second_of_two_deliveries_at_once_gets_the_redelivered_c
                                redelivered=copy)
     races = sum(row.scenario.startswith("two at once") for row in report)
     assert races == 5 and len(copies) >= races * 2, "each race's second delivery of each message is a copy"
+
+
+def test_a_consumer_that_catches_a_lost_connection_and_acknowledges_loses_the_message_and_is_told_so(tmp_path):
+    def swallowing(connection: sqlite3.Connection, message: dict[str, Any]) -> None:
+        try:
+            pay_then_ack(connection, message, lambda: None)
+        except Exception:  # noqa: BLE001 - the mistake under test: log and carry on, so the message is acked
+            pass
+
+    with pytest.raises(NotIdempotent) as caught:
+        assert_idempotent(swallowing, MESSAGES[:2], connect=sqlite_connect(tmp_path), reset=sqlite_reset)
+    text = str(caught.value)
+    assert "crash before" not in text, "a death is not an Exception: the crash scenarios pass"
+    assert ("- connection lost before step 3 of 3: COMMIT (an error the consumer can catch): table lines: missing "
+            "[(100, 1, 'm-000'), (101, 1, 'm-001')]") in text
+    assert "m-000 lost its connection before COMMIT, and the consumer acknowledged it anyway" in text
+    assert "fix: let an error end the delivery unacknowledged" in text

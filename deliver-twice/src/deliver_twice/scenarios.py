@@ -15,6 +15,8 @@ again under every scenario that makes duplicates, each from the same starting st
   message delivered again. Its steps are the calls it makes on the connection
   (statements and commits), seen without changing a line of it, plus any step name
   it ``yield``s (write it as a generator to name steps the database does not see);
+- the connection lost before each step on every first delivery (an error the consumer
+  may catch: one that catches it and acknowledges anyway loses the message);
 - on PostgreSQL, two deliveries of the same message at once: the first paused before
   each of its steps in turn while the second runs (until it ends or waits for a lock).
 
@@ -184,13 +186,19 @@ def _in_order(order: Callable[[list[Any]], list[Any]]) -> Callable[..., None]:
     return play
 
 
-def _crash_before(step: int) -> Callable[..., None]:
-    """Each message's first delivery dies before its ``step``-th step (if it has that many), then comes back."""
+def _crash_before(step: int, error: bool = False) -> Callable[..., None]:
+    """Each message's first delivery dies (or, with ``error``, loses its connection) before its ``step``-th step
+    (if it has that many), then comes back unless it was acknowledged."""
     def play(handle: Handle, consumer: ConsumerThread, messages: list[Any], run: _Run) -> None:
         for message in messages:
-            watch = Watch(crash_at=step)
+            watch = Watch(fail_at=step) if error else Watch(crash_at=step)
             outcome = _deliver(consumer, handle, message, watch, run)
             run.deliveries += 1
+            if error and watch.lost and outcome is None:
+                # The consumer caught the error and acknowledged: the broker never sends the message again.
+                run.problems.append(f"{label(message)} lost its connection before {watch.steps[-1]}, and the "
+                                    "consumer acknowledged it anyway: the broker will not redeliver it")
+                continue
             if watch.acked and outcome is not None:
                 # The broker has the ack: it never sends the message again, whatever the consumer left undone.
                 run.problems.append(f"{label(message)} was acknowledged before {watch.steps[-1]} and the consumer "
@@ -250,6 +258,8 @@ _FIXES = {
             "newer state with an older message's (compare a version or the message's position)",
     "crash": "make the effect and the inbox row one transaction, committed before the ack; an effect outside the "
              "database needs an idempotency key of its own",
+    "error": "let an error end the delivery unacknowledged (raise, or nack) so the broker redelivers it; catch only "
+             "what you can handle, and never acknowledge a message whose transaction did not commit",
     "race": "let the database settle it: a unique key on the message ID (INSERT ... ON CONFLICT DO NOTHING), "
             "not a SELECT then INSERT",
 }
@@ -352,6 +362,8 @@ def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset
         ]
     plays += [(f"crash before step {k} of {len(names)}: {names[k - 1]}", "crash", _crash_before(k))
               for k in range(1, len(names) + 1)]
+    plays += [(f"connection lost before step {k} of {len(names)}: {names[k - 1]} (an error the consumer can catch)",
+               "error", _crash_before(k, error=True)) for k in range(1, len(names) + 1)]
     report = Report()
     if consumer.call(lambda: _on_postgres(connect), "opening a connection"):
         plays += [(f"two at once, one paused before step {k}: {names[k - 1]}", "race", _at_once(k))

@@ -31,6 +31,14 @@ class Crashed(BaseException):
     """
 
 
+class StepFailed(ConnectionError):
+    """The database connection was lost before this step: an ordinary error, which the consumer may catch.
+
+    Unlike :class:`Crashed` the process lives on; every later call on the connection fails too.
+    A consumer that catches it and acknowledges anyway loses the message.
+    """
+
+
 def describe(query: Any) -> str:
     """A statement as a short label: its verb and table (``INSERT INTO payments``), or the whole of a short one."""
     text = " ".join(str(query).split())
@@ -50,11 +58,14 @@ class Watch:
     """What one delivery's connection has done, and where it must die or wait.
 
     ``crash_at`` is the number of the call (from 1) before which the consumer dies;
+    ``fail_at`` the call before which its connection is lost (:class:`StepFailed` from then on);
     ``pause_at`` the call before which it waits for :meth:`resume`.
     """
 
-    def __init__(self, *, crash_at: int | None = None, pause_at: int | None = None) -> None:
-        self.crash_at, self.pause_at = crash_at, pause_at
+    def __init__(self, *, crash_at: int | None = None, fail_at: int | None = None,
+                 pause_at: int | None = None) -> None:
+        self.crash_at, self.fail_at, self.pause_at = crash_at, fail_at, pause_at
+        self.lost = False
         self.steps: list[str] = []
         self.dead = False
         self.connection: Connection | None = None
@@ -70,10 +81,15 @@ class Watch:
         """Called before each step: die or wait here if this is the chosen one."""
         if self.dead:
             raise Crashed("the process is already dead")
+        if self.lost:
+            raise StepFailed(f"the connection was lost: {name} cannot run")
         self.steps.append(name)
         if len(self.steps) == self.crash_at:
             self.dead = True
             raise Crashed(f"crashed before {name}")
+        if len(self.steps) == self.fail_at:
+            self.lost = True
+            raise StepFailed(f"the connection was lost before {name}")
         if len(self.steps) == self.pause_at:
             self.paused.set()
             self._go.wait()
@@ -156,8 +172,8 @@ class _Block:
         if kind is None:
             try:
                 self._watch.step("COMMIT")
-            except Crashed as crash:
-                self._block.__exit__(Crashed, crash, None)  # rolled back: the process died before the commit
+            except (Crashed, StepFailed) as stop:
+                self._block.__exit__(type(stop), stop, None)  # rolled back: died, or lost, before the commit
                 raise
         return self._block.__exit__(kind, error, trace)
 
@@ -226,8 +242,8 @@ class WatchedConnection(_Transparent):
         if kind is None:
             try:
                 self._watch.step("COMMIT")
-            except Crashed as crash:
-                self._connection.__exit__(Crashed, crash, None)
+            except (Crashed, StepFailed) as stop:
+                self._connection.__exit__(type(stop), stop, None)
                 raise
         return self._connection.__exit__(kind, error, trace)
 
