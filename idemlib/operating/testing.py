@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from deliver_twice import postgres, scenarios
-from deliver_twice.scenarios import (MAX_DELIVERIES, TIME_LIMIT, Blocked, NotIdempotent, Report, Scenario, label,
-                                     not_idempotent_text)
+from deliver_twice.report import NotIdempotent, Report, Scenario, not_idempotent_text
+from deliver_twice.scenarios import MAX_DELIVERIES, TIME_LIMIT, Blocked, label
 from deliver_twice.steps import Connection, Handle
 from idemlib.stores.postgres_store import postgres_url
 

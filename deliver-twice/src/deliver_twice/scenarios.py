@@ -57,14 +57,14 @@ redelivery and leaves no row behind: the helper passes while the customer gets t
 from __future__ import annotations
 
 import contextvars
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from deliver_twice.consumer_thread import Blocked, ConsumerThread  # Blocked: a reader catches it from here
-from deliver_twice.state import whole_database
 from deliver_twice.race import two_at_once
+from deliver_twice.report import NotIdempotent, Report, Scenario, difference, not_idempotent_text
+from deliver_twice.state import whole_database
 from deliver_twice.steps import Connection, Handle, Sessions, Watch, deliver
 
 MAX_DELIVERIES = 3
@@ -81,47 +81,6 @@ and reset after it: a second pytest session in the same process reads its own co
 
 __all__ = ["Blocked", "MAX_DELIVERIES", "NotIdempotent", "Report", "Scenario", "TIME_LIMIT", "assert_idempotent",
            "idempotency_report", "label"]
-
-
-class NotIdempotent(AssertionError):
-    """A duplicate changed the business state: the text names the scenario, the message and the difference."""
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One way of making duplicates, played from the starting state: what it did and whether the state held."""
-
-    scenario: str
-    deliveries: int
-    same: bool
-    """Whether the state equals one delivery's and every message ended acknowledged."""
-    differs: str
-    """What differs, naming the messages; empty when ``same``."""
-    fix: str = ""
-    """What usually fixes a consumer failing this scenario."""
-
-
-class Report(list[Scenario]):
-    """The scenarios played, one :class:`Scenario` each, in the order played, and the families it could not play."""
-
-    not_played: list[str]
-    """One line per family of scenarios this database or consumer could not be given, and why."""
-
-    def __init__(self, rows: Sequence[Scenario] = (), not_played: Sequence[str] = ()) -> None:
-        super().__init__(rows)
-        self.not_played = list(not_played)
-
-    @property
-    def passed(self) -> bool:
-        return all(row.same for row in self)
-
-    def failed(self) -> list[Scenario]:
-        return [row for row in self if not row.same]
-
-    def __str__(self) -> str:
-        return "\n".join([f"{'ok  ' if row.same else 'FAIL'} {row.scenario} ({row.deliveries} deliveries)"
-                          + ("" if row.same else f": {row.differs}") for row in self]
-                         + [f"not played: {line}" for line in self.not_played])
 
 
 @dataclass
@@ -234,23 +193,6 @@ def _on_postgres(connect: Sessions) -> bool:
         connect.give_back(connection)
 
 
-def _difference(once: Any, got: Any) -> str:
-    if isinstance(once, dict) and isinstance(got, dict):
-        parts = [f"table {name}: {_difference(once.get(name, []), got.get(name, []))}"
-                 for name in sorted(set(once) | set(got)) if once.get(name) != got.get(name)]
-        return "; ".join(parts)
-    if isinstance(once, (list, tuple)) and isinstance(got, (list, tuple)):
-        try:
-            extra, missing = Counter(got) - Counter(once), Counter(once) - Counter(got)
-        except TypeError:  # rows that cannot be hashed: show both
-            pass
-        else:
-            parts = [f"{verb} {sorted(rows.elements(), key=repr)}" for verb, rows in (("extra", extra), ("missing", missing))
-                     if rows]
-            return "; ".join(parts) or f"the same rows in another order: {got!r}"
-    return f"one delivery leaves {once!r}, this run {got!r}"
-
-
 _FIXES = {
     "twice": "record the message ID in an inbox table with a unique key, in the same transaction as the effect, "
              "and skip the effect when the insert finds it there",
@@ -342,7 +284,7 @@ def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset
     once = consumer.call(read, "state(connection) after one delivery of each message")
     if expected is not None and once != expected:
         raise NotIdempotent(f"one delivery of each message does not leave what expected= says: "
-                            f"{_difference(expected, once)} (scenario: one clean delivery of each message; fix the "
+                            f"{difference(expected, once)} (scenario: one clean delivery of each message; fix the "
                             "consumer's handling of a first delivery before testing its duplicates)")
     if once == before:
         # Every scenario would compare an unchanged state with an unchanged state and pass.
@@ -380,7 +322,7 @@ def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset
         play(handle, consumer, messages, run)
         got = consumer.call(read, "state(connection) after the scenario")
         if got != once:
-            run.problems.insert(0, _difference(once, got))
+            run.problems.insert(0, difference(once, got))
         report.append(Scenario(name, run.deliveries, not run.problems, "; ".join(run.problems),
                                "" if not run.problems else _FIXES[family]))
     return report
@@ -403,15 +345,3 @@ def assert_idempotent(handle: Handle, messages: Sequence[Any], *, connect: Calla
     if report.failed():
         raise NotIdempotent(not_idempotent_text(handle, report))
     return report
-
-
-def not_idempotent_text(handle: Handle, report: Sequence[Scenario]) -> str:
-    """The failure's text: each failing scenario, what differs (naming the messages) and what usually fixes it."""
-    failed = [row for row in report if not row.same]
-    lines, fixes = [], set()
-    for row in failed:  # each fix once, after the first scenario it fixes
-        lines.append(f"- {row.scenario}: {row.differs}" + ("" if row.fix in fixes else f"\n  fix: {row.fix}"))
-        fixes.add(row.fix)
-    lines += [f"(not played: {line})" for line in getattr(report, "not_played", [])]
-    return (f"{getattr(handle, '__name__', handle)!r} is not idempotent in {len(failed)} of {len(report)} "
-            "scenarios:\n" + "\n".join(lines))
