@@ -23,11 +23,12 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 OWN_SERVERS  = IDEMLIB_SERVERS_OWNER=$@-$$$$; export IDEMLIB_SERVERS_OWNER; trap : INT TERM;
 STOP_SERVERS = status=$$?; $(BIN)/python -m idemlib.servers stop --owner $$IDEMLIB_SERVERS_OWNER; exit $$status
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml deliver-twice/pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(f"The course needs Python 3.11 or newer; $(PYTHON) is {v.major}.{v.minor}. Run: make PYTHON=python3.11 ...") if v < (3, 11) else None'
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# deliver-twice (lesson 11's tool, its own distribution in deliver-twice/) is installed from this clone.
+	$(BIN)/python -m pip install --quiet -e './deliver-twice[postgres]' -e '.[dev]'
 	touch $(STAMP)
 
 $(LAB_SETTINGS): jupyter/overrides.json $(STAMP)

@@ -42,8 +42,9 @@ def test_the_inbox_consumer_passes_every_scenario_including_two_deliveries_at_on
     report = assert_idempotent(consumers.inbox_consumer, MESSAGES, connect=postgres_schema.connect,
                                reset=consumers.reset, state=consumers.payments)
     assert report["same state as one delivery"].all()
-    # Three statements (two inserts and the commit): two plain runs, three crash points, three paused races.
-    assert len(report) == 2 + 3 + 3 and report["scenario"].str.startswith("two at once").sum() == 3
+    # Three statements (two inserts and the commit): two plain runs, a late duplicate and a reverse replay,
+    # three crash points, three lost connections, three paused races.
+    assert len(report) == 2 + 2 + 3 + 3 + 3 and report["scenario"].str.startswith("two at once").sum() == 3
 
 
 def test_a_check_inside_the_transaction_without_a_unique_key_fails_only_when_two_deliveries_race(postgres_schema):
@@ -228,25 +229,8 @@ def test_a_python_lock_held_across_the_paused_delivery_fails_the_race_and_frees_
         probe.execute("LOCK TABLE payments, processed_messages IN ACCESS EXCLUSIVE MODE")
 
 
-def test_the_plugin_registers_the_time_limit_setting_and_refuses_a_wrong_one(request):
-    from idemlib.operating import pytest_plugin, testing
+def test_the_plugin_registers_the_time_limit_setting(request):
+    # Refused values and one run's limit not reaching another: tests/test_deliver_twice.py, with pytester.
+    from idemlib.operating import testing
 
     assert float(request.config.getini("idempotency_time_limit")) == testing.TIME_LIMIT
-
-    class Config:
-        def __init__(self, value: str) -> None:
-            self.value = value
-
-        def getini(self, name: str) -> str:
-            assert name == "idempotency_time_limit"
-            return self.value
-
-    kept = testing.TIME_LIMIT
-    try:
-        pytest_plugin.pytest_configure(Config("120"))  # type: ignore[arg-type]
-        assert testing.TIME_LIMIT == 120
-        for wrong in ("soon", "0", "-5"):
-            with pytest.raises(pytest.UsageError, match="idempotency_time_limit"):
-                pytest_plugin.pytest_configure(Config(wrong))  # type: ignore[arg-type]
-    finally:
-        testing.TIME_LIMIT = kept

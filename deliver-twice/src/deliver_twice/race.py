@@ -1,0 +1,98 @@
+"""Two deliveries of one message at once, on PostgreSQL: the first paused before a chosen step while the second runs.
+
+Whether the second waits for a lock the paused first one holds is read from the server
+(``pg_stat_activity``), never guessed from a timeout, so a busy machine gives the same
+interleaving as an idle one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from deliver_twice.steps import Connection, Handle, Watch, close_connection, backend_pid, deliver
+
+
+@dataclass
+class Race:
+    """Two deliveries of one message at once: what each did, how each ended (None: acknowledged), and
+    whether the second had to wait for a lock the paused first one held."""
+
+    first_steps: list[str]
+    second_steps: list[str]
+    first: BaseException | None
+    second: BaseException | None
+    second_waited: bool
+    first_state: str | None = None
+    """What PostgreSQL said the paused first delivery's session was doing meanwhile (``idle in transaction``)."""
+
+
+def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any, pause_before: int,
+                watches: list[Watch] | None = None, *, ack: bool = False, second: Any = None) -> Race:
+    """Deliver ``message`` twice at once: the first delivery waits before its ``pause_before``-th step, the second
+    runs until it ends or waits for a lock, then the first goes on.
+
+    Whether the second waits for a lock is read from PostgreSQL's ``pg_stat_activity``,
+    never guessed from a timeout, so a busy machine gives the same interleaving. A second
+    delivery that neither ends nor waits for a lock keeps this waiting: a caller that must
+    not hang runs it in a thread of its own and passes ``watches``, which gets both
+    deliveries' :class:`Watch` to say where each stands. ``second``: the copy the second delivery gets
+    (the message itself by default).
+    """
+    copy = message if second is None else second
+    first, second = Watch(pause_at=pause_before), Watch()
+    if watches is not None:
+        watches += [first, second]
+    outcomes: dict[int, BaseException | None] = {}
+
+    def start(number: int, watch: Watch) -> threading.Thread:
+        handed = message if number == 1 else copy
+
+        def run() -> None:
+            outcomes[number] = deliver(handle, connect, handed, watch, ack=ack)
+
+        # A daemon: a delivery blocked for good must not keep the test process from ending.
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    a = start(1, first)
+    while a.is_alive() and not first.paused.is_set():
+        a.join(0.001)
+    b = start(2, second)
+    waited = _until_done_or_waiting(b, second, connect)
+    state = _session_state(first, connect)
+    first.resume()
+    a.join()
+    b.join()
+    return Race(first.steps, second.steps, outcomes[1], outcomes[2], waited, state)
+
+
+def _session_state(watch: Watch, connect: Callable[[], Connection]) -> str | None:
+    """PostgreSQL's word for what ``watch``'s session is doing now; None on another database."""
+    if (pid := backend_pid(watch.connection)) is None:
+        return None
+    monitor = connect()
+    try:
+        row = monitor.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+        return None if row is None else row[0]
+    finally:
+        getattr(connect, "give_back", close_connection)(monitor)
+
+
+def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Callable[[], Connection]) -> bool:
+    """Wait for ``thread``'s delivery to end (False) or to wait for a lock (True; PostgreSQL only)."""
+    monitor = connect()
+    try:
+        while thread.is_alive():
+            if (pid := backend_pid(watch.connection)) is not None:
+                row = monitor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+                monitor.rollback()
+                if row is not None and row[0] == "Lock":
+                    return True
+            thread.join(0.002)
+        return False
+    finally:
+        getattr(connect, "give_back", close_connection)(monitor)

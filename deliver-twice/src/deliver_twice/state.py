@@ -1,0 +1,32 @@
+"""The whole state of the database under test: every table the connection sees, so a side effect is seen anywhere.
+
+A ``state`` function that reads one table misses a consumer that also writes another
+(an outbox row twice, an audit row per delivery). Without ``state=`` the helper reads
+every table: on PostgreSQL those of the schemas on the ``search_path`` (a test's own schema),
+on SQLite every table of the main database. Rows are compared as sorted lists, so their
+order on disk does not matter; generated IDs and timestamps, if a table has them, differ by
+design, so a consumer with such columns passes its own ``state`` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Connection = Any
+
+
+def _tables(connection: Connection) -> list[str]:
+    if type(connection).__module__.startswith("psycopg"):
+        rows = connection.execute(
+            "SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables "
+            "WHERE table_schema = ANY (current_schemas(false)) AND table_type = 'BASE TABLE' ORDER BY 1").fetchall()
+    else:  # sqlite3, and DuckDB's sqlite_master view
+        rows = connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
+    return [row[0] for row in rows]
+
+
+def whole_database(connection: Connection) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows, by table name, each table's rows sorted (by their text, so NULLs and mixed types sort)."""
+    return {name: sorted((tuple(row) for row in connection.execute(f"SELECT * FROM {name}").fetchall()), key=repr)
+            for name in _tables(connection)}

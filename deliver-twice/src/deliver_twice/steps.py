@@ -1,0 +1,401 @@
+"""A consumer's connection, watched call by call, so a test can kill the consumer between two of its steps.
+
+A real consumer talks to its database through a DB-API connection (psycopg,
+sqlite3, DuckDB): ``execute`` a statement, ``commit``, perhaps ``with
+conn.transaction():``. Each of those calls is a step the test can see without a
+line of the consumer changing. :class:`WatchedConnection` wraps the connection,
+counts the calls, and at a chosen call either *dies* (raises :class:`Crashed`, as
+a process killed there would stop) or *waits* until told to go on (so a second
+delivery can run in between, as a second consumer would).
+
+A consumer written as a generator may also ``yield`` a step's name before a step
+the database does not see (a call to a payment system, an email): each name is
+one more place to crash.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Generator
+from typing import Any
+
+Connection = Any
+"""A DB-API connection: psycopg, sqlite3 or DuckDB (anything with ``execute``, ``cursor``, ``commit``)."""
+
+
+class Crashed(BaseException):
+    """The consumer's process died before this step: nothing after it runs, and its open transaction is lost.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: a consumer's ``except Exception``
+    cannot catch a death and carry on.
+    """
+
+
+class StepFailed(ConnectionError):
+    """The database connection was lost before this step: an ordinary error, which the consumer may catch.
+
+    Unlike :class:`Crashed` the process lives on; every later call on the connection fails too.
+    A consumer that catches it and acknowledges anyway loses the message.
+    """
+
+
+def describe(query: Any) -> str:
+    """A statement as a short label: its verb and table (``INSERT INTO payments``), or the whole of a short one."""
+    text = " ".join(str(query).split())
+    words = text.split(" ")
+    verb = words[0].upper()
+    upper = [word.upper() for word in words]
+    if verb in ("INSERT", "DELETE") and len(words) > 2:
+        return " ".join(words[:3])
+    if verb == "UPDATE" and len(words) > 1:
+        return " ".join(words[:2])
+    if verb == "SELECT" and "FROM" in upper[:-1]:
+        return f"SELECT from {words[upper.index('FROM') + 1]}"
+    return text if len(text) <= 40 else verb
+
+
+class Watch:
+    """What one delivery's connection has done, and where it must die or wait.
+
+    ``crash_at`` is the number of the call (from 1) before which the consumer dies;
+    ``fail_at`` the call before which its connection is lost (:class:`StepFailed` from then on);
+    ``pause_at`` the call before which it waits for :meth:`resume`.
+    """
+
+    def __init__(self, *, crash_at: int | None = None, fail_at: int | None = None,
+                 pause_at: int | None = None) -> None:
+        self.crash_at, self.fail_at, self.pause_at = crash_at, fail_at, pause_at
+        self.lost = False
+        self.steps: list[str] = []
+        self.dead = False
+        self.connection: Connection | None = None
+        self.thread: int | None = None
+        """The thread the delivery runs in, once it has started (to find where a blocked one waits)."""
+        self.ended = False
+        self.acked = False
+        """The consumer called its ``ack`` (when it is given one): the broker will not send this delivery again."""
+        self.paused = threading.Event()
+        self._go = threading.Event()
+
+    def step(self, name: str) -> None:
+        """Called before each step: die or wait here if this is the chosen one."""
+        if self.dead:
+            raise Crashed("the process is already dead")
+        if self.lost:
+            raise StepFailed(f"the connection was lost: {name} cannot run")
+        self.steps.append(name)
+        if len(self.steps) == self.crash_at:
+            self.dead = True
+            raise Crashed(f"crashed before {name}")
+        if len(self.steps) == self.fail_at:
+            self.lost = True
+            raise StepFailed(f"the connection was lost before {name}")
+        if len(self.steps) == self.pause_at:
+            self.paused.set()
+            self._go.wait()
+            if self.dead:
+                raise Crashed(f"the test gave up while this delivery waited before {name}")
+
+    def resume(self) -> None:
+        """Let a consumer waiting at ``pause_at`` go on."""
+        self._go.set()
+
+    @property
+    def held(self) -> bool:
+        """Waiting at ``pause_at`` for :meth:`resume`, as the test planned."""
+        return self.paused.is_set() and not self._go.is_set()
+
+    def abandon(self) -> None:
+        """The test gives up on this delivery: its next step dies (a held one is let go, to die at once)."""
+        self.dead = True
+        self._go.set()
+
+
+class _Transparent:
+    """A wrapper that reads and writes every attribute it does not define on the object it wraps.
+
+    ``conn.autocommit = True`` or ``cursor.row_factory = ...`` written by the consumer must
+    reach the real connection, or the consumer runs differently under test than in production.
+    """
+
+    _own: tuple[str, ...] = ()
+    _wrapped: str = ""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, self._wrapped), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._own:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(object.__getattribute__(self, self._wrapped), name, value)
+
+
+class WatchedCursor(_Transparent):
+    """A cursor whose ``execute`` calls are steps of the delivery."""
+
+    _own, _wrapped = ("_cursor", "_watch"), "_cursor"
+
+    def __init__(self, cursor: Any, watch: Watch) -> None:
+        self._cursor, self._watch = cursor, watch
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self._watch.step(describe(query))
+        result = self._cursor.execute(query, *args, **kwargs)
+        return self if result is self._cursor else result
+
+    def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self._watch.step(describe(query))
+        return self._cursor.executemany(query, *args, **kwargs)
+
+    def __iter__(self) -> Any:
+        return iter(self._cursor)
+
+    def __enter__(self) -> WatchedCursor:
+        self._cursor.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._cursor.__exit__(*exc)
+
+
+class _Block:
+    """``with conn.transaction():``: its clean exit is a commit, and so a step."""
+
+    def __init__(self, block: Any, watch: Watch) -> None:
+        self._block, self._watch = block, watch
+
+    def __enter__(self) -> Any:
+        return self._block.__enter__()
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any:
+        if kind is None:
+            try:
+                self._watch.step("COMMIT")
+            except (Crashed, StepFailed) as stop:
+                self._block.__exit__(type(stop), stop, None)  # rolled back: died, or lost, before the commit
+                raise
+        return self._block.__exit__(kind, error, trace)
+
+
+class WatchedConnection(_Transparent):
+    """A DB-API connection whose statements and commits are the steps a test can crash or pause before.
+
+    Everything else is the real connection's: attributes read and written (``autocommit``,
+    ``isolation_level``, ``row_factory``), ``with conn:`` (sqlite3 rolls back on an error,
+    psycopg rolls back and closes), and any call it does not watch. Attributes the consumer
+    writes are put back when the delivery ends (:meth:`restore`), so a reused session starts
+    the next delivery as a new connection would.
+    """
+
+    _own, _wrapped = ("_connection", "_watch", "_written"), "_connection"
+
+    def __init__(self, connection: Connection, watch: Watch) -> None:
+        self._connection, self._watch = connection, watch
+        self._written: dict[str, Any] = {}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self._own and name not in self._written:
+            self._written[name] = getattr(self._connection, name, None)
+        super().__setattr__(name, value)
+
+    def restore(self) -> None:
+        """Put back every attribute the consumer wrote (after a rollback: psycopg sets autocommit only outside one)."""
+        for name, value in self._written.items():
+            try:
+                setattr(self._connection, name, value)
+            except Exception:  # noqa: BLE001 - a closed connection: it is not reused anyway
+                pass
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self._watch.step(describe(query))
+        result = self._connection.execute(query, *args, **kwargs)
+        # DuckDB's execute returns the connection itself; psycopg's and sqlite3's a cursor.
+        return self if result is self._connection else WatchedCursor(result, self._watch)
+
+    def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self._watch.step(describe(query))
+        return self._connection.executemany(query, *args, **kwargs)
+
+    def executescript(self, script: str) -> Any:
+        """sqlite3's several statements in one call: one step."""
+        self._watch.step(describe(script))
+        return self._connection.executescript(script)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> WatchedCursor:
+        return WatchedCursor(self._connection.cursor(*args, **kwargs), self._watch)
+
+    def commit(self) -> None:
+        self._watch.step("COMMIT")
+        self._connection.commit()
+
+    def transaction(self, *args: Any, **kwargs: Any) -> _Block:
+        return _Block(self._connection.transaction(*args, **kwargs), self._watch)
+
+    def __enter__(self) -> WatchedConnection:
+        self._connection.__enter__()
+        return self
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any:
+        # psycopg and sqlite3 commit a connection's block on a clean exit: a step like any commit.
+        # On an error (or a death before that commit) the real connection's own exit rolls back.
+        if kind is None:
+            try:
+                self._watch.step("COMMIT")
+            except (Crashed, StepFailed) as stop:
+                self._connection.__exit__(type(stop), stop, None)
+                raise
+        return self._connection.__exit__(kind, error, trace)
+
+
+Handle = Callable[..., Any]
+"""A consumer: ``handle(connection, message)`` (or with ``ack``) handles one message, commits, acknowledges."""
+
+
+class NotAcknowledged(Exception):
+    """The consumer returned without calling the ``ack`` it was given: the broker redelivers the message."""
+
+
+def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, watch: Watch, *,
+            ack: bool = False) -> BaseException | None:
+    """One delivery of ``message`` on a connection of its own: None when acknowledged, else what stopped it.
+
+    With ``ack`` the consumer is called ``handle(connection, message, ack)`` and acknowledges
+    by calling ``ack()``, a step like a statement (a death may come just before or just after
+    it); returning without calling it leaves the message unacknowledged.
+
+    The connection is closed without a commit afterwards, as a process's is when it
+    ends: an open transaction is lost, whatever happened. A :class:`Sessions` given as
+    ``connect`` takes it back instead, reset as a new session would be.
+    """
+    watch.thread = threading.get_ident()
+    connection = connect()
+    watch.connection = connection
+    watched = WatchedConnection(connection, watch)
+    try:
+        if ack:
+            def acknowledge() -> None:
+                watch.step("ack")
+                watch.acked = True
+            outcome = handle(watched, message, acknowledge)
+        else:
+            outcome = handle(watched, message)
+        if isinstance(outcome, Generator):
+            _run_steps(outcome, watch)
+        if ack and not watch.acked:
+            return NotAcknowledged("the consumer returned without calling ack()")
+        return None
+    except Crashed as crash:
+        return crash
+    except Exception as error:  # noqa: BLE001 - a failed delivery is a result here, reported by the caller
+        return error
+    finally:
+        watch.ended = True
+        try:
+            connection.rollback()  # the process ended: what it left open is lost
+        except Exception:  # noqa: BLE001 - closed by the consumer, or broken: give_back replaces it
+            pass
+        watched.restore()
+        getattr(connect, "give_back", close_connection)(connection)
+
+
+def _run_steps(steps: Generator[Any, None, Any], watch: Watch) -> None:
+    try:
+        for name in steps:
+            watch.step(f"step {name!r}")
+    except Crashed:
+        steps.close()  # GeneratorExit at the consumer's yield: its open blocks roll back, as a death leaves them
+        raise
+
+
+def close_connection(connection: Connection) -> None:
+    """Roll back and close, as a process ending does; a connection already closed or broken is left as it is."""
+    for end in ("rollback", "close"):
+        try:
+            getattr(connection, end)()
+        except Exception:  # noqa: BLE001 - a connection a consumer closed itself, or one already broken
+            pass
+
+
+RESET_SESSION = ("CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
+                 "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES")
+"""What ``DISCARD ALL`` does except ``DEALLOCATE ALL``: psycopg prepares a statement run five times on a connection
+and keeps its name; deallocating it behind the driver's back fails the consumer's next run of that statement
+(``InvalidSqlStatementName``), which no production consumer meets."""
+
+
+class Sessions:
+    """``connect`` for many deliveries: a connection ends each delivery rolled back and, on PostgreSQL, reset with
+    :data:`RESET_SESSION` (its session locks, cursors, settings and temporary tables gone, as a dead process's are;
+    the driver's prepared statements kept, as they are a property of the driver, not of the delivery), then
+    serves the next delivery instead of a new one. Opening a connection costs more than most deliveries."""
+
+    def __init__(self, connect: Callable[[], Connection]) -> None:
+        self._connect = connect
+        self._idle: list[Connection] = []
+        self._lent: dict[int, Connection] = {}
+
+    def __call__(self) -> Connection:
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self._connect()
+        self._lent[id(connection)] = connection
+        return connection
+
+    def give_back(self, connection: Connection) -> None:
+        """Roll ``connection`` back and keep it for the next delivery; close it if it cannot be reset."""
+        self._lent.pop(id(connection), None)
+        try:
+            connection.rollback()
+            if type(connection).__module__.startswith("psycopg"):
+                autocommit = connection.autocommit
+                connection.autocommit = True  # the reset runs outside a transaction
+                connection.execute(RESET_SESSION)
+                connection.autocommit = autocommit
+        except Exception:  # noqa: BLE001 - closed by the consumer, or broken: a new one serves next time
+            close_connection(connection)
+        else:
+            self._idle.append(connection)
+
+    def close(self) -> None:
+        """Close every connection kept."""
+        while self._idle:
+            close_connection(self._idle.pop())
+
+    def end_lent(self) -> None:
+        """End the sessions still lent out, held by a delivery the test gave up on, as a dead process's end.
+
+        On PostgreSQL the server terminates each one, so its open transaction and its locks
+        go and nothing else (the next test, dropping the schema) waits for them; on SQLite and
+        DuckDB a statement running is interrupted. A blocked thread cannot be killed: if it ever
+        wakes, its next call on the connection fails.
+        """
+        lent = list(self._lent.values())
+        pids = [pid for connection in lent if (pid := backend_pid(connection))]
+        if not pids:
+            for connection in lent:
+                try:
+                    connection.interrupt()
+                except Exception:  # noqa: BLE001 - no interrupt on this driver, or the connection is closed
+                    pass
+            return
+        try:
+            admin = self._connect()
+        except Exception:  # noqa: BLE001 - the server went away: its sessions went with it
+            return
+        try:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+            admin.commit()
+        except Exception:  # noqa: BLE001 - refused (another role's session): nothing more to do from here
+            pass
+        finally:
+            close_connection(admin)
+
+
+def backend_pid(connection: Connection | None) -> int | None:
+    """The PostgreSQL server process serving ``connection``; None on another database or when closed."""
+    try:
+        return getattr(getattr(connection, "info", None), "backend_pid", None) or None
+    except Exception:  # noqa: BLE001 - a connection closed or broken has no server process to name
+        return None
