@@ -73,7 +73,7 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
 
 def telling_pairs(calls: tuple[tuple[str, str, str], ...]) -> list[list[tuple[tuple[str, str, str], ...]]]:
     """The pairs of different calls among ``calls`` that teach one rule each, in the order the hints teach them:
-    two services, one message; two calls, one message; parts glued together; letter case; a space; a long ID."""
+    two services, one message; two calls, one message; parts glued together; a long ID cut; letter case; a space."""
     present = set(calls)
     rules: list[list[tuple[tuple[str, str, str], ...]]] = [[] for _ in range(6)]
     for consumer, message_id, call in calls:
@@ -82,11 +82,11 @@ def telling_pairs(calls: tuple[tuple[str, str, str], ...]) -> list[list[tuple[tu
         if consumer == "payments2" and ("payments", "2" + message_id, call) in present:
             rules[2].append(((consumer, message_id, call), ("payments", "2" + message_id, call)))
         if message_id.startswith("EVT_") and ("payments", message_id.swapcase(), call) in present:
-            rules[3].append((("payments", message_id.swapcase(), call), (consumer, message_id, call)))
+            rules[4].append((("payments", message_id.swapcase(), call), (consumer, message_id, call)))
         if message_id.endswith(" ") and ("payments", message_id.strip(), call) in present:
-            rules[4].append((("payments", message_id.strip(), call), (consumer, message_id, call)))
+            rules[5].append((("payments", message_id.strip(), call), (consumer, message_id, call)))
     rules[1] = [(("payments", "m-7f3", one), ("payments", "m-7f3", other)) for one in CALLS for other in CALLS if one < other]
-    rules[5] = [(("payments", f"{_LONG[:length - 1]}a", call), ("payments", f"{_LONG[:length - 1]}b", call))
+    rules[3] = [(("payments", f"{_LONG[:length - 1]}a", call), ("payments", f"{_LONG[:length - 1]}b", call))
                 for length in (9, 17, 36, 80, 200) for call in CALLS]
     return rules
 
@@ -102,12 +102,12 @@ def _hint_for(rule: int, first: tuple[str, str, str], second: tuple[str, str, st
         "takes the second for a repeat of the first. Keep the whole name of the call in the key.",
         f"{first} and {second} got the same key: glued together with nothing between them, the parts of the two calls "
         "read the same. Where does one part end and the next begin?",
+        f"Two different calls, {first} and {second}, got the same key, so the second would be answered with the first "
+        "one's stored result and never made. A key cut short collides; keep the whole ID and the whole call.",
         f"Message IDs {message_a!r} and {message_b!r} are two messages (an ID is compared exactly, letter case "
         "included), but they got the same key. What did the key do to the ID's letters?",
         f"Message IDs {message_a!r} and {message_b!r} are two messages (a space is part of an ID), but they got the "
         "same key. Keep the ID as it came, character for character.",
-        f"Two different calls, {first} and {second}, got the same key, so the second would be answered with the first "
-        "one's stored result and never made. A key cut short collides; keep the whole ID and the whole call.",
     ][rule]
 
 
