@@ -221,6 +221,19 @@ def places_to_remember(cache: Cache) -> dict[str, Callable[[], tuple[Handler, Pa
         "cache, work first": guarded("work first"),
     }
 
+def two_consumers_at_once(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]],
+                          message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
+    """Each setup with two consumers holding ``message`` at once: each takes its first step (a check or a claim)
+    before either goes on, then A finishes, then B. One row per setup: the interleaving and its outcome."""
+    rows = []
+    for label, setup in setups.items():
+        handler, database = setup()
+        later = len(handler.steps) - 1
+        played = interleavings(handler, message, database=database, schedules=["AB" + "A" * later + "B" * later])
+        rows.append((label, *played.iloc[0][["interleaving", "outcome"]]))
+    return pd.DataFrame(rows, columns=["setup", "interleaving", "two consumers at once"])
+
+
 BROKER_EVENTS = ("published", "delivered", "lease expired", "acked", "dead-lettered")
 """What the broker does or receives. A lost ack, a crash or a commit never reaches it."""
 

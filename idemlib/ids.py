@@ -62,17 +62,21 @@ def record(copy: Copy) -> dict[str, Any]:
 
     ``request_id`` is created with the fact (the client's payment request), so every
     copy of one fact has the same one; ``attempt`` is the producer's publish attempt
-    (2 for its retry); ``sent_at`` is when this copy was sent, in seconds (a replay
-    re-sends the dead-lettered copy as it was, so it keeps the original's).
+    (2 for its retry); ``sent_at`` is when this copy was sent, in seconds. A replay
+    keeps the original's ``sent_at`` but comes back changed by its trip through the
+    dead-letter queue: ``x_death`` counts its dead-letterings, as the header RabbitMQ
+    adds (an SQS redrive changes the message ID instead).
     """
     usual = {"producer retry": 2.0, "relay republish": 5.0}.get(copy.source, 0.0)
     later = 0.0 if copy.source in ("original", "replay") else usual if copy.seconds_later is None else copy.seconds_later
     return {"request_id": copy.request_id or f"req-{copy.fact:04d}", **copy.body,
-            "attempt": 2 if copy.source == "producer retry" else 1, "sent_at": copy.fact * 60.0 + later}
+            "attempt": 2 if copy.source == "producer retry" else 1, "sent_at": copy.fact * 60.0 + later,
+            "x_death": 1 if copy.source == "replay" else 0}
 
 
 def whole_message_hash(carried: dict[str, Any]) -> str:
-    """A digest of everything a copy carries, ``attempt`` and ``sent_at`` included, as hashing the whole message gives.
+    """A digest of everything a copy carries, ``attempt``, ``sent_at`` and ``x_death`` included, as hashing the whole
+    message gives.
 
     The ``content hash`` strategy digests the body alone (order and amount).
     """

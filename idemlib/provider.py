@@ -178,6 +178,12 @@ class PaymentProvider:
         """Each idempotency key the provider keeps, with the ID of the charge its first result made (None if none)."""
         return {key: stored.response.body.get("id") if stored.response else None for key, stored in self._keys.items()}
 
+    def age_keys(self, seconds: float) -> None:
+        """Let ``seconds`` pass for every key stored so far: the time between handling a message and its
+        replay from a dead-letter queue, when the next run starts on a clock of its own."""
+        for stored in self._keys.values():
+            stored.created_at -= seconds
+
     def begin(self, key: str, *, order_id: int, amount: int) -> None:
         """Register ``key`` as in progress without finishing it: a first request still being processed."""
         self._keys[key] = _Stored({"order_id": order_id, "amount": amount}, self.clock.now())

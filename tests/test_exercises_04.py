@@ -1,9 +1,11 @@
-"""Lesson 04's exercise: the idempotency key of one call of one message."""
+"""Lesson 04's exercise: the idempotency key of one call a consumer makes while handling one message."""
 
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
+import json
 import os
 import socket
 import time
@@ -15,219 +17,258 @@ from uuid import NAMESPACE_URL, uuid5
 from exercise_bank import Bank, Wrong, bank_tests
 
 
-def joined(message_id, call):
-    return f"{message_id}:{call}"  # the lesson's form, m-7f3:charge
+def joined(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call}"  # the lesson's m-7f3:charge with the consumer's name in front
 
 
 def _clean(text):
-    return text.strip()
+    return text  # a helper defined beside it, as in a notebook (it keeps the ID as it came)
 
 
-def with_a_helper(message_id, call):
-    return f"{_clean(message_id)}:{_clean(call)}"  # a helper defined beside it, as in a notebook
+def with_a_helper(consumer, message_id, call):
+    return "/".join(_clean(part) for part in (consumer, message_id, call))
 
 
-def call_first(message_id, call):
-    return "/".join([call, message_id])
+def call_first(consumer, message_id, call):
+    return " ".join([call, message_id, consumer])  # another order, a space between
 
 
-def digest_of_both(message_id, call):
-    return sha256(f"{message_id}:{call}".encode()).hexdigest()
+def digest_of_all(consumer, message_id, call):
+    return sha256(json.dumps([consumer, message_id, call]).encode()).hexdigest()  # 64 characters, unambiguous
 
 
-def crc_of_both(message_id, call):
-    return str(zlib.crc32(f"{message_id}|{call}".encode()))
+def joined_with(separator, consumer, message_id, call):
+    return separator.join((consumer, message_id, call))
 
 
-def upper(message_id, call):
-    return message_id.upper()
+partial_key = functools.partial(joined_with, "|")  # functools.partial, bound to a name
+formatted = "{}:{}:{}".format  # a bound method of a string
 
 
-def digest_of_the_id(message_id, call):
-    return hashlib.sha256(message_id.encode()).hexdigest()
+class KeyMaker:
+    def __init__(self, separator=":"):
+        self.separator = separator
+
+    def __call__(self, consumer, message_id, call):
+        return self.separator.join((consumer, message_id, call))
 
 
-def builtin_hash(message_id, call):
-    return str(hash(f"{message_id}:{call}"))
+key_object = KeyMaker("#")  # a callable object, bound to a name
+made_with_a_startup_uuid = KeyMaker(f":{uuid.uuid4().hex[:8]}:")  # run again, it gets another UUID
 
 
-def with_the_pid(message_id, call):
-    return f"{message_id}:{call}:{os.getpid()}"
+def key_maker(separator):
+    def key(consumer, message_id, call):
+        return f"{consumer}{separator}{message_id}{separator}{call}"
+    return key
 
 
-def fresh_uuid(message_id, call):
-    return str(uuid.uuid4())
-
-
-def the_call_only(message_id, call):
-    return call
-
-
-def with_the_date(message_id, call):
-    return f"{message_id}:{call}:{datetime.date.today()}"  # another key tomorrow, or on a machine in another zone
-
-
-def with_the_hour(message_id, call):
-    return f"{message_id}:{call}:{time.strftime('%Y%m%d%H')}"
-
-
-def with_the_host(message_id, call):
-    return f"{socket.gethostname()}:{message_id}:{call}"  # another key when another instance takes the redelivery
-
-
-def short_digest(message_id, call):
-    return sha256(f"{message_id}:{call}".encode()).hexdigest()[:2]
-
-
-def cut_short(message_id, call):
-    return f"{message_id[:3]}:{call}"
-
-
-def call_initial(message_id, call):
-    return f"{message_id}:{call[0]}"  # charge and capture share a c
-
-
-def cut_to_twelve(message_id, call):
-    return f"{message_id[:12]}:{call}"  # enough for m-7f3, not for a 200-character ID
+made_by_a_factory = key_maker(":")  # a right answer: the restart runs this statement again
+factory_with_a_startup_uuid = key_maker(f":{uuid.uuid4().hex[:8]}:")
 
 
 PAYMENTS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # a namespace written in the source
 
 
-def namespaced_uuid5(message_id, call):
-    return str(uuid.uuid5(PAYMENTS, f"{message_id}:{call}"))
+def namespaced_uuid5(consumer, message_id, call):
+    return str(uuid.uuid5(PAYMENTS, f"{consumer}:{message_id}:{call}"))
 
 
-def uuid5_from_a_module_constant(message_id, call):
-    return str(uuid5(NAMESPACE_URL, f"urn:payments:{message_id}:{call}"))
+def uuid5_from_a_module_constant(consumer, message_id, call):
+    return str(uuid5(NAMESPACE_URL, f"urn:{consumer}:{message_id}:{call}"))
+
+
+def length_prefixed(consumer, message_id, call):
+    return f"{len(consumer)}.{consumer}{len(message_id)}.{message_id}{call}"  # no separator, but unambiguous
+
+
+# Wrong: the review's forms first.
+def no_consumer(consumer, message_id, call):
+    return f"{message_id}:{call}"  # the lesson's two-part key: two services share m-7f3:charge
+
+
+def no_separator(consumer, message_id, call):
+    return f"{consumer}{message_id}{call}"
+
+
+def digest_of_glued(consumer, message_id, call):
+    return sha256(f"{consumer}{message_id}{call}".encode()).hexdigest()  # long, but of an ambiguous text
+
+
+def lowered(consumer, message_id, call):
+    return f"{consumer}:{message_id.lower()}:{call}"
+
+
+def trimmed(consumer, message_id, call):
+    return f"{consumer}:{message_id.strip()}:{call}"
+
+
+def sha_32_bits(consumer, message_id, call):
+    return sha256(f"{consumer}:{message_id}:{call}".encode()).hexdigest()[:8]
+
+
+def crc32_key(consumer, message_id, call):
+    return str(zlib.crc32(f"{consumer}|{message_id}|{call}".encode()))
+
+
+def sha_16_bits(consumer, message_id, call):
+    return sha256(f"{consumer}:{message_id}:{call}".encode()).hexdigest()[:4]
+
+
+def upper(consumer, message_id, call):
+    return f"{consumer}:{message_id.upper()}:{call}"
+
+
+def digest_of_the_id(consumer, message_id, call):
+    return hashlib.sha256(message_id.encode()).hexdigest()
+
+
+def builtin_hash(consumer, message_id, call):
+    return str(hash(f"{consumer}:{message_id}:{call}"))
+
+
+def with_the_pid(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call}:{os.getpid()}"
+
+
+def fresh_uuid(consumer, message_id, call):
+    return str(uuid.uuid4())
+
+
+def the_call_only(consumer, message_id, call):
+    return call
+
+
+def with_the_date(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call}:{datetime.date.today()}"
+
+
+def with_the_hour(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call}:{time.strftime('%Y%m%d%H')}"
+
+
+def with_the_host(consumer, message_id, call):
+    return f"{socket.gethostname()}:{message_id}:{call}"
+
+
+def cut_to_twelve(consumer, message_id, call):
+    return f"{consumer}:{message_id[:12]}:{call}"  # enough for m-7f3, not for a 200-character ID
+
+
+def call_initial(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call[0]}"  # charge and capture share a c
+
+
+def call_cut_to_two(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call[:2]}"  # charge and charge-2 share "ch"
+
+
+def consumer_initial(consumer, message_id, call):
+    return f"{consumer[0]}:{message_id}:{call}"  # payments and payments2 share a p
 
 
 STARTED = uuid.uuid4()  # made once at start-up: the same all day, another one after a restart
 
 
-def startup_uuid(message_id, call):
-    return f"{STARTED}:{message_id}:{call}"
+def startup_uuid(consumer, message_id, call):
+    return f"{STARTED}:{consumer}:{message_id}:{call}"
 
 
 REMEMBERED = {}
 
 
-def remembered_uuid(message_id, call):
-    return REMEMBERED.setdefault((message_id, call), str(uuid.uuid4()))  # a memory a restart empties
+def remembered_uuid(consumer, message_id, call):
+    return REMEMBERED.setdefault((consumer, message_id, call), str(uuid.uuid4()))  # a memory a restart empties
 
 
-def utc_hour(message_id, call):
-    return f"{message_id}:{call}:{datetime.datetime.now(datetime.timezone.utc):%Y%m%d%H}"
+def five_minute_bucket(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call}:{int(time.time() // 300)}"
 
 
-def utc_date(message_id, call):
-    return f"{message_id}:{call}:{datetime.datetime.now(datetime.timezone.utc).date()}"
+def month_bucket(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call}:{datetime.date.today():%Y-%m}"
 
 
-def five_minute_bucket(message_id, call):
-    return f"{message_id}:{call}:{int(time.time() // 300)}"  # the same for copies seconds apart, not hours
+def hardware_address(consumer, message_id, call):
+    return f"{uuid.getnode():x}:{consumer}:{message_id}:{call}"
 
 
-def node_name(message_id, call):
-    return f"{os.uname().nodename}/{message_id}/{call}"
-
-
-def month_bucket(message_id, call):
-    return f"{message_id}:{call}:{datetime.date.today():%Y-%m}"  # the same for days, another key next month
-
-
-def year_bucket(message_id, call):
-    return f"{message_id}:{call}:{datetime.datetime.now().year}"
-
-
-def hardware_address(message_id, call):
-    return f"{uuid.getnode():x}:{message_id}:{call}"  # the machine's MAC address: another machine, another key
-
-
-def etc_hostname(message_id, call):
+def etc_hostname(consumer, message_id, call):
     with open("/etc/hostname") as file:
-        return f"{file.read().strip()}:{message_id}:{call}"
+        return f"{file.read().strip()}:{consumer}:{message_id}:{call}"
 
 
-def crc_last_byte(message_id, call):
-    return f"{zlib.crc32(message_id.encode()) & 0xFF}:{call}"  # 256 values: collides among a day's messages
+def padded(consumer, message_id, call):
+    return f"{consumer:<100}:{message_id:<200}:{call}"  # fixed-width columns: past Stripe's 255 characters
 
 
-def three_hex_digits(message_id, call):
-    return hashlib.md5(f"{message_id}:{call}".encode()).hexdigest()[:3]
+def as_a_uuid_object(consumer, message_id, call):
+    return uuid.uuid5(PAYMENTS, f"{consumer}:{message_id}:{call}")  # right value, but not a string
 
 
-def call_cut_to_two(message_id, call):
-    return f"{message_id}:{call[:2]}"  # charge and charge-2 share "ch"
+def two_arguments(message_id, call):
+    return f"{message_id}:{call}"  # last lesson's form
 
 
-def key_maker(separator):
-    def key(message_id, call):
-        return f"{message_id}{separator}{call}"
-    return key
-
-
-made_by_a_factory = key_maker(":")  # a right answer: the restart runs this statement again
-made_with_a_startup_uuid = key_maker(f":{uuid.uuid4()}:")  # run again, it gets another UUID
-
-
-class KeyMaker:
-    def __call__(self, message_id, call):
-        return f"{message_id}:{call}"
-
-
-def one_argument(message_id):
-    return f"{message_id}:charge"
+unbound_startup_object = KeyMaker(f":{uuid.uuid4().hex[:8]}:")
 
 
 BANKS = {
     "check_key_function": Bank(
-        right=[(joined,), (call_first,), (digest_of_both,), (lambda m, call: f"{m}:{call}",),
-               (crc_of_both,), (with_a_helper,), (namespaced_uuid5,), (uuid5_from_a_module_constant,),
-               (made_by_a_factory,)],
+        right=[(joined,), (call_first,), (digest_of_all,), (lambda c, m, x: f"{c}:{m}:{x}",), (with_a_helper,),
+               (namespaced_uuid5,), (uuid5_from_a_module_constant,), (made_by_a_factory,), (partial_key,),
+               (formatted,), ("{}/{}/{}".format,), (key_object,), (length_prefixed,)],
         wrong=[
-            Wrong((upper,), "besides which message"),
-            Wrong((digest_of_the_id,), "besides which message"),
+            Wrong((no_consumer,), "besides the message"),
+            Wrong((no_separator,), "nothing between"),
+            Wrong((digest_of_glued,), "nothing between"),
+            Wrong((lowered,), "letter case"),
+            Wrong((upper,), "letter case"),
+            Wrong((trimmed,), "space is part"),
+            Wrong((sha_32_bits,), "32 bits"),
+            Wrong((crc32_key,), "32 bits"),
+            Wrong((sha_16_bits,), "32 bits"),
+            Wrong((digest_of_the_id,), "besides the message"),
             Wrong((builtin_hash,), "fresh process"),
             Wrong((with_the_pid,), "fresh process"),
             Wrong((fresh_uuid,), "first attempt"),
-            Wrong((the_call_only,), "the same key"),
+            Wrong((the_call_only,), "besides the message"),
             Wrong((with_the_date,), "clock"),
             Wrong((with_the_hour,), "clock"),
-            Wrong((utc_hour,), "clock"),
-            Wrong((utc_date,), "clock"),
             Wrong((five_minute_bucket,), "clock"),
+            Wrong((month_bucket,), "clock"),
             Wrong((startup_uuid,), "start-up"),
             Wrong((remembered_uuid,), "starts empty"),
-            Wrong((node_name,), "host name"),
-            Wrong((cut_to_twelve,), "cut down"),
-            Wrong((with_the_host,), "host name"),
-            Wrong((short_digest,), "cut down"),
-            Wrong((cut_short,), "the same key"),
-            Wrong((call_initial,), "besides which message"),
-            Wrong((month_bucket,), "clock"),
-            Wrong((year_bucket,), "clock"),
+            Wrong((with_the_host,), "besides the message"),
             Wrong((hardware_address,), "host name"),
             Wrong((etc_hostname,), "host name"),
-            Wrong((crc_last_byte,), "cut down"),
-            Wrong((three_hex_digits,), "cut down"),
-            Wrong((call_cut_to_two,), "besides which message"),
+            Wrong((cut_to_twelve,), "cut short"),
+            Wrong((call_initial,), "whole name of the call"),
+            Wrong((call_cut_to_two,), "whole name of the call"),
+            Wrong((consumer_initial,), "besides the message"),
             Wrong((made_with_a_startup_uuid,), "fresh process"),
-            Wrong((KeyMaker(),), "written with def"),
-            Wrong((one_argument,), "two arguments"),
-            Wrong(("m-7f3:charge",), "function"),
+            Wrong((factory_with_a_startup_uuid,), "fresh process"),
+            Wrong((unbound_startup_object,), "fresh process"),
+            Wrong((padded,), "255"),
+            Wrong((as_a_uuid_object,), "string"),
+            Wrong((two_arguments,), "three arguments"),
+            Wrong(("payments:m-7f3:charge",), "function"),
         ],
     ),
 }
 
 test_bank = bank_tests(BANKS)
-
-
 def notebook_function(cells, name):
-    """A function as a notebook defines it: cells run one after another in one namespace, kept in ``_ih``."""
-    import linecache
+    """A function as a notebook defines it: cells run one after another in one namespace, kept in ``_ih``.
 
-    namespace = {"__name__": "__main__", "_ih": ["", *cells]}
+    The namespace is a module's, as IPython's user namespace is the ``__main__`` module's."""
+    import linecache
+    import types
+
+    module = types.ModuleType("__main__")
+    namespace = module.__dict__
+    namespace["_ih"] = ["", *cells]
+    NOTEBOOK_MODULES.append(module)
     for number, cell in enumerate(cells, start=1):
         filename = f"<notebook cell {number}>"  # IPython registers each cell's text the same way
         linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
@@ -235,14 +276,38 @@ def notebook_function(cells, name):
     return namespace[name]
 
 
+NOTEBOOK_MODULES = []  # the modules notebook_function made, for the test to install as __main__
+
 NOTEBOOK = ["import uuid", 'NS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")\nSEEN = {}\nPREFIX = "old"',
-            'PREFIX = "pay"\ndef call_key(m, c):\n    return str(uuid.uuid5(NS, f"{PREFIX}:{m}:{c}"))',
-            "def remembered(m, c):\n    return SEEN.setdefault((m, c), str(uuid.uuid4()))\nfor n in range(3):\n    SEEN[n] = n"]
+            'PREFIX = "pay"\ndef call_key(s, m, c):\n    return str(uuid.uuid5(NS, f"{PREFIX}:{s}:{m}:{c}"))',
+            "def remembered(s, m, c):\n    return SEEN.setdefault((s, m, c), str(uuid.uuid4()))\nfor n in range(3):\n    SEEN[n] = n",
+            "import functools\ndef glue(sep, s, m, c):\n    return sep.join((s, m, c))\nkey = functools.partial(glue, '|')",
+            "class Maker:\n    def __init__(self):\n        self.started = str(uuid.uuid4())\n    def __call__(self, s, m, c):\n"
+            "        return f'{self.started}:{s}:{m}:{c}'\nmaker = Maker()"]
 
 
-def test_in_a_notebook_the_restart_reruns_the_cells_that_define_what_the_key_reads():
+def test_in_a_notebook_the_restart_reruns_the_cells_that_define_what_the_key_reads(monkeypatch):
+    import sys
+
     from idemlib.course.exercises import check_key_function
 
     assert check_key_function(notebook_function(NOTEBOOK, "call_key"))  # the namespace and the last PREFIX come back
     refused = check_key_function(notebook_function(NOTEBOOK, "remembered"))  # SEEN comes back empty
     assert not refused and "starts empty" in refused.message
+    assert check_key_function(notebook_function(NOTEBOOK, "key"))  # a partial of a cell's function
+    maker = notebook_function(NOTEBOOK, "maker")
+    monkeypatch.setitem(sys.modules, "__main__", NOTEBOOK_MODULES[-1])  # as in a kernel: the notebook is __main__
+    refused = check_key_function(maker)  # an object whose state a restart makes anew
+    assert not refused and "fresh process" in refused.message
+
+
+def test_the_day_of_calls_holds_the_pairs_production_meets_and_differs_by_seed():
+    from idemlib.course.exercises.lesson_04 import DAY_OF_CALLS, provider_calls
+
+    calls = provider_calls()
+    assert len(calls) == len(set(calls)) == DAY_OF_CALLS >= 100_000
+    assert {("payments", "m-7f3", call) for call in ("charge", "fee", "capture", "charge-2")} <= set(calls)
+    messages = {message for _, message, _ in calls}
+    assert len({m.lower() for m in messages}) < len(messages)  # IDs that differ only in letter case
+    assert len({m.strip() for m in messages}) < len(messages)  # ... only in a space
+    assert provider_calls(seed=9) != calls

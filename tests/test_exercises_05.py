@@ -1,29 +1,93 @@
-"""Lesson 05's exercise: the ID the inbox should trust, computed from what each copy carries."""
+"""Lesson 05's exercise: the ID the inbox should trust, computed from what each copy carries (a CloudEvent on SQS)."""
 
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
+import operator
 import uuid
+import zlib
 
 from exercise_bank import Bank, Wrong, bank_tests
 
 
-def request_id(record):
-    return record["request_id"]
+def source_and_id(record):
+    return f"{record['source']} {record['id']}"  # CloudEvents: source + id is unique for each distinct event
 
 
-def prefixed(record):
-    return f"payment/{record['request_id']}"  # a namespaced form of the same ID
+def as_tuple(record):
+    return (record["source"], record["id"])
 
 
-def request_and_order(record):
-    return f"{record['request_id']}:{record['order_id']}"
+def digest_of_both(record):
+    return hashlib.sha256(json.dumps([record["source"], record["id"]]).encode()).hexdigest()
 
 
-def content_hash(record):
-    return hashlib.sha256(json.dumps([record["order_id"], record["amount"]]).encode()).hexdigest()
+PAYMENTS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
+
+
+def namespaced_uuid5(record):
+    return str(uuid.uuid5(PAYMENTS, json.dumps([record["source"], record["id"]])))
+
+
+def pick(fields, record):
+    return "|".join(record[field] for field in fields)
+
+
+picked = functools.partial(pick, ("source", "id"))  # functools.partial, bound to a name
+
+
+class Picker:
+    def __init__(self, *fields):
+        self.fields = fields
+
+    def __call__(self, record):
+        return tuple(record[field] for field in self.fields)
+
+
+picker = Picker("id", "source")  # a callable object, bound to a name
+
+
+def with_the_type(record):
+    return f"{record['type']}/{record['source']}/{record['id']}"  # more than needed, still one per event
+
+
+id_then_source = lambda r: (r["id"], r["source"])  # noqa: E731 - a lambda, as a learner passes one
+
+
+# Wrong: the review's forms first.
+def the_id_alone(record):
+    return record["id"]  # two producers both send evt-000007
+
+
+def crc_16_bits(record):
+    return zlib.crc32(f"{record['source']}|{record['id']}".encode()) & 0xFFFF
+
+
+def sha_24_bits(record):
+    return hashlib.sha256(f"{record['source']}|{record['id']}".encode()).hexdigest()[:6]
+
+
+def sha_32_bits(record):
+    return hashlib.sha256(f"{record['source']}|{record['id']}".encode()).hexdigest()[:8]
+
+
+def lowered(record):
+    return f"{record['source']}|{record['id'].lower()}"
+
+
+def trimmed(record):
+    return f"{record['source']}|{record['id'].strip()}"
+
+
+def sqs_message_id(record):
+    return record["message_id"]  # the broker's: new on a producer retry, a republish, a redrive
+
+
+def data_hash(record):
+    return hashlib.sha256(json.dumps(record["data"], sort_keys=True).encode()).hexdigest()
 
 
 def whole_record_hash(record):
@@ -31,11 +95,19 @@ def whole_record_hash(record):
 
 
 def with_attempt(record):
-    return f"{record['request_id']}#{record['attempt']}"
+    return f"{record['source']}|{record['id']}#{record['attempt']}"
+
+
+def with_receive_count(record):
+    return f"{record['source']}|{record['id']}#{record['receive_count']}"
+
+
+def source_and_time(record):
+    return f"{record['source']}@{record['time']}"  # forty events a second
 
 
 def order_only(record):
-    return str(record["order_id"])
+    return record["data"]["order_id"]
 
 
 def fresh_uuid(record):
@@ -43,103 +115,89 @@ def fresh_uuid(record):
 
 
 def builtin_hash(record):
-    return str(hash(record["request_id"]))  # shorter, but another value in every restarted process
-
-
-def sent_at(record):
-    return f"{record['order_id']}@{record['sent_at']}"
-
-
-ID_FIELDS = ["request_id"]  # a constant beside the function, as in a notebook
-
-
-def from_listed_fields(record):
-    return "/".join(str(record[field]) for field in ID_FIELDS)
-
-
-def five_minute_bucket(record):
-    return f"{record['order_id']}:{record['amount']}:{int(record['sent_at'] // 300)}"  # copies minutes or hours apart
+    return hash((record["source"], record["id"]))
 
 
 def hour_bucket(record):
-    return f"{record['request_id']}@{int(record['sent_at'] // 3600)}"
-
-
-def request_prefix(record):
-    return record["request_id"][:16]  # a shorter key, but request IDs run to 185 characters
-
-
-def request_suffix(record):
-    return record["request_id"][-12:]  # the other end: request IDs that differ only in the middle collide
+    return f"{record['source']}|{record['id']}@{int(record['sent_at'] // 3600)}"
 
 
 def month_bucket(record):
-    return f"{record['request_id']}:{datetime.date.today():%Y-%m}"  # the same for days, another ID next month
+    return f"{record['source']}|{record['id']}:{datetime.date.today():%Y-%m}"
 
 
 def hardware_address(record):
-    return f"{uuid.getnode():x}/{record['request_id']}"  # the machine's MAC address
+    return f"{uuid.getnode():x}/{record['source']}/{record['id']}"
 
 
 STARTED = uuid.uuid4()
 
 
 def startup_uuid(record):
-    return f"{STARTED}/{record['request_id']}"  # the same until the consumer restarts
+    return f"{STARTED}/{record['source']}/{record['id']}"
 
 
 SEEN = {}
 
 
 def remembered(record):
-    return SEEN.setdefault(record["request_id"], str(uuid.uuid4()))  # a memory a restart empties
+    return SEEN.setdefault((record["source"], record["id"]), str(uuid.uuid4()))  # a memory a restart empties
 
 
-def with_today(record):
-    return f"{record['request_id']}:{datetime.date.today()}"
-
-
-PAYMENTS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
-
-
-def namespaced_uuid5(record):
-    return str(uuid.uuid5(PAYMENTS, record["request_id"]))
-
-
-def as_tuple(record):
-    return (record["request_id"], record["order_id"])
+def as_a_list(record):
+    return [record["source"], record["id"]]  # cannot be a key
 
 
 def missing_field(record):
-    return record["event_id"]
+    return record["request_id"]  # last section's field; this record has none
 
 
 BANKS = {
     "check_message_id": Bank(
-        right=[(request_id,), (prefixed,), (request_and_order,), (lambda r: r["request_id"],), (as_tuple,), (from_listed_fields,),
-               (namespaced_uuid5,)],
+        right=[(source_and_id,), (as_tuple,), (digest_of_both,), (namespaced_uuid5,), (picked,), (picker,),
+               (operator.itemgetter("source", "id"),), (with_the_type,), (id_then_source,)],
         wrong=[
-            Wrong((content_hash,), "same order and amount"),
+            Wrong((the_id_alone,), "names the producer"),
+            Wrong((crc_16_bits,), "16 or 32 bits"),
+            Wrong((sha_24_bits,), "16 or 32 bits"),
+            Wrong((sha_32_bits,), "16 or 32 bits"),
+            Wrong((lowered,), "letter case"),
+            Wrong((trimmed,), "space is part"),
+            Wrong((sqs_message_id,), "producer retry"),
+            Wrong((data_hash,), "same order and amount"),
             Wrong((order_only,), "same order and amount"),
             Wrong((whole_record_hash,), "same on every copy"),
-            Wrong((with_attempt,), "same on every copy"),
+            Wrong((with_attempt,), "producer retry"),
+            Wrong((with_receive_count,), "redelivery"),
+            Wrong((source_and_time,), "same second"),
             Wrong((fresh_uuid,), "same on every copy"),
             Wrong((builtin_hash,), "fresh process"),
-            Wrong((sent_at,), "same on every copy"),
-            Wrong((five_minute_bucket,), "same on every copy"),
             Wrong((hour_bucket,), "same on every copy"),
-            Wrong((request_prefix,), "same ID"),
-            Wrong((request_suffix,), "same ID"),
             Wrong((month_bucket,), "clock"),
             Wrong((hardware_address,), "host name"),
             Wrong((startup_uuid,), "start-up"),
             Wrong((remembered,), "starts empty"),
-            Wrong((with_today,), "clock"),
+            Wrong((as_a_list,), "cannot be a key"),
             Wrong((missing_field,), "KeyError"),
-            Wrong(("req-0007",), "function"),
+            Wrong(("evt-000007",), "function"),
             Wrong((lambda record: None,), "no ID"),
         ],
     ),
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def test_the_copies_come_from_three_producers_at_scale_and_differ_by_seed():
+    from idemlib.course.exercises.lesson_05 import event_copies
+
+    events = list(event_copies())
+    assert len(events) >= 300_000
+    named = {(copies[0]["source"], copies[0]["id"]) for copies in events}
+    assert len(named) == len(events)  # source + id names one event
+    assert len({event_id for _, event_id in named}) < len(events)  # the id alone does not
+    new_messages = [(copies[0], copy) for copies in events for copy in copies[1:]
+                    if copy["message_id"] != copies[0]["message_id"]]  # a retry, a republish, a redrive
+    assert new_messages and all((copy["source"], copy["id"], copy["data"]) == (first["source"], first["id"], first["data"])
+                                for first, copy in new_messages)
+    assert [c[0]["id"] for c in list(event_copies(seed=6))[:50]] != [c[0]["id"] for c in events[:50]]

@@ -1,4 +1,4 @@
-"""Lesson 06's exercise: an order of deliveries in which a versioned business row charges too little."""
+"""Lesson 06's exercise: an order of deliveries in which the last-ID row charges too much and the versioned row too little."""
 
 from __future__ import annotations
 
@@ -6,21 +6,23 @@ from exercise_bank import Bank, Wrong, bank_tests
 
 BANKS = {
     "check_version_order": Bank(
-        right=[(["m-2", "m-1"],), (("m-2", "m-1", "m-1"),), ([" m-2", "m-1 ", "m-2"],),
-               (["m-2", "m-2", "m-1"],),  # a redelivered m-2 before the overtaken m-1
+        right=[(["m-2", "m-1", "m-2"],), (("m-2", "m-1", "m-2", "m-2"),), ([" m-2", "m-1 ", "m-2"],),
+               (["m-2", "m-2", "m-1", "m-2"],),  # a redelivered m-2 before the overtaken m-1
                (["m-2", "m-1", "m-2", "m-1"],)],
         wrong=[
-            Wrong((["m-1", "m-2", "m-1"],), "never applied"),  # the late duplicate: refused, and rightly
+            Wrong((["m-2", "m-1"],), "last-ID row"),  # the versioned row's half alone (the old exercise's answer)
+            Wrong((["m-1", "m-2", "m-1"],), "never applied"),  # the lesson's late duplicate: the versioned row is right
             Wrong((["m-1", "m-2"],), "never applied"),
             Wrong((["m-1", "m-1", "m-2", "m-1"],), "never applied"),
+            Wrong((["m-2", "m-2", "m-1"],), "last-ID row"),  # the last-ID row catches the back-to-back m-2
             Wrong((["m-2", "m-2"],), "never applied"),
             Wrong((["m-1", "m-3"],), "neither"),
             Wrong(([["m-2", "m-1"]],), "neither"),  # a list inside the list
-            Wrong((["m-2"],), "what was owed"),
-            Wrong(("m-2, m-1",), "list of message IDs"),
+            Wrong((["m-2"],), "never applied"),
+            Wrong(("m-2, m-1, m-2",), "list of message IDs"),
             Wrong(([],), "list of message IDs"),
-            Wrong((["M-2", "m-1"],), "neither"),  # IDs are compared exactly, as the inbox compares them
-            Wrong((["m-1", "m-1", "m-1"],), "what was owed"),
+            Wrong((["M-2", "m-1", "m-2"],), "neither"),  # IDs are compared exactly, as the inbox compares them
+            Wrong((["m-1", "m-1", "m-1"],), "never applied"),
         ],
     ),
 }

@@ -65,3 +65,13 @@ def test_a_function_of_the_record_is_a_strategy_and_the_request_id_is_the_produc
     assert judge(lambda r: f"{r['request_id']}#{r['attempt']}", copies, FACTS)["duplicates missed"] > 0
     retried = [record(c) for c in copies if c.source == "producer retry"]
     assert retried and all(r["attempt"] == 2 for r in retried)
+
+
+def test_a_replay_comes_back_changed_so_the_whole_message_hash_misses_it_and_the_request_id_does_not():
+    from idemlib.ids import judge, record, whole_message_hash
+    copies = make_copies(FACTS, {"replay": 0.3})
+    replays = [c for c in copies if c.source == "replay"]
+    originals = {c.fact: c for c in copies if c.source == "original"}
+    assert replays and all(record(c)["x_death"] == 1 and record(originals[c.fact])["x_death"] == 0 for c in replays)
+    assert judge(whole_message_hash, copies, FACTS)["duplicates missed"] == len(replays)
+    assert judge(lambda r: r["request_id"], copies, FACTS)["duplicates missed"] == 0

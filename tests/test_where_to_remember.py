@@ -163,3 +163,23 @@ def test_a_cache_key_whose_time_to_live_passed_is_absent_at_once_unlike_a_late_d
     assert cache.set(name, "1", nx=True, px=1000) is None  # still there: a duplicate is caught
     let_pass(cache, 1.05)
     assert cache.get(name) is None and cache.set(name, "1", nx=True, px=1000) is True  # gone the moment it expired
+
+
+def test_cache_work_first_is_check_then_act_two_consumers_charge_twice_in_almost_every_interleaving():
+    import itertools
+
+    from idemlib.explore import interleavings
+    from idemlib.handlers import CacheGuardHandler
+    from idemlib.stores import DuckDBPayments
+    from idemlib.stores.cache import MemoryCache
+
+    database, outcomes = DuckDBPayments(), {}
+    for order in ("work first", "claim first"):
+        steps = len(CacheGuardHandler(MemoryCache(), order).steps)
+        seen = {}
+        for a_turns in itertools.combinations(range(2 * steps), steps):
+            schedule = "".join("A" if turn in a_turns else "B" for turn in range(2 * steps))
+            row = interleavings(CacheGuardHandler(MemoryCache(), order), database=database, schedules=[schedule]).iloc[0]
+            seen[row["interleaving"]] = row["charges"]
+        outcomes[order] = (sum(charges >= 2 for charges in seen.values()), len(seen))
+    assert outcomes == {"work first": (910, 916), "claim first": (0, 30)}

@@ -42,6 +42,23 @@ def real_redis() -> redis.Redis:
     return redis.Redis.from_url(redis_url(), socket_connect_timeout=2)
 
 
+def what_it_is(cache: Cache) -> dict[str, str]:
+    """What the cache server says it is and how it may forget before a key's time to live: its name and
+    version, the Redis version it answers as, its memory limit and eviction policy, and whether it writes
+    its data to disk (append-only file, snapshots). Read from the server (INFO, CONFIG GET); nothing is set."""
+    if isinstance(cache, MemoryCache):
+        return {"server": "in-process model", "answers as Redis": "", "maxmemory (bytes, 0: no limit)": "",
+                "maxmemory-policy": "", "appendonly": "", "save (snapshots)": ""}
+    info = cache.info("server")
+    name = str(info.get("server_name", "redis"))
+    config = {**cache.config_get("maxmemory"), **cache.config_get("maxmemory-policy"),
+              **cache.config_get("appendonly"), **cache.config_get("save")}
+    return {"server": f"{name.capitalize()} {info.get(f'{name}_version', info.get('redis_version'))}",
+            "answers as Redis": str(info.get("redis_version")), "maxmemory (bytes, 0: no limit)": config["maxmemory"],
+            "maxmemory-policy": config["maxmemory-policy"], "appendonly": config["appendonly"],
+            "save (snapshots)": config["save"] or "(none)"}
+
+
 class MemoryCache:
     """Redis's SET NX EX and GET, in process, with keys expiring on a virtual clock."""
 

@@ -2,72 +2,180 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import random
-import subprocess
-from dataclasses import replace
+import string
+from collections.abc import Iterator
 from typing import Any
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
-from idemlib.ids import SOURCES, Copy, judge, make_copies, record, twin_facts
 
-__all__ = ["check_message_id"]
+__all__ = ["check_message_id", "event_copies"]
 
-
-# Request IDs of many lengths (9 to 184 characters), in groups that differ only in the middle: an ID cut to a
-# prefix or to a suffix collides with another request's.
-_STEM = "checkout-session/" + "5d1e08b3" * 25
-
-
-def _request_id(fact: int) -> str:
-    stem = _STEM[:(3, 7, 20, 45, 90)[fact % 5]]
-    return f"{stem}-{fact}-{stem[::-1]}"
+# Three producers publish payment events as CloudEvents onto one SQS queue. Two of them number their events
+# with a counter of their own (both send an evt-000007); the third, older one writes case-sensitive base62 IDs.
+COUNTERS = {"/checkout": 140_000, "/subscriptions": 140_000}
+LEGACY, LEGACY_EVENTS = "/legacy-billing", 20_000
+_BASE62 = string.digits + string.ascii_letters
+# Extra copies, by why they exist: a share of the events gets one of each kind.
+COPIES = {"producer retry": 0.06, "relay republish": 0.04, "replay": 0.03, "redelivery": 0.08}
+EVENTS_PER_SECOND = 40  # a busy hour: many events share a second of "time"
 
 
-def spread(copies: list[Copy], *, seed: int = 10) -> list[Copy]:
-    """The copies with request IDs of many lengths, sent minutes (a producer's retry) or hours (a relay's) apart."""
+def _legacy_ids(draw: random.Random) -> list[str]:
+    """The old producer's IDs: random base62 ones, and pairs that differ only in letter case or a trailing space."""
+    ids: list[str] = []
+    for n in range(LEGACY_EVENTS // 2):
+        one = "".join(draw.choices(_BASE62, k=10))
+        ids += [one, one.swapcase() if n % 2 else one + " "]
+    return ids
+
+
+def _sqs_id(number: int) -> str:
+    """The ``number``-th message ID the queue hands out, in the form SQS writes one (a UUID's); no two alike."""
+    digits = f"{number * 0x9E3779B97F4A7C15F39CC0605CEDC835 % (1 << 128):032x}"
+    return f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-a{digits[17:20]}-{digits[20:]}"
+
+
+# Why an extra copy exists, and how much later than the original it is sent (seconds).
+_LATER = {"producer retry": (1.0, 30.0), "relay republish": (60.0, 3600.0), "replay": (3600.0, 4 * 86400.0)}
+
+
+@functools.lru_cache(maxsize=2)  # drawn once per seed; the plan is never changed
+def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
+    """Every event once, as (source, id, time, order, amount, sent at, its extra copies).
+
+    Two percent of the events ask for the same order and amount as an earlier one: a second, real payment.
+    An extra copy is (why, sent at).
+    """
     draw = random.Random(seed)
-    later = {"producer retry": (60.0, 1800.0), "relay republish": (3600.0, 36000.0)}
-    return [replace(copy, request_id=_request_id(copy.fact),
-                    seconds_later=draw.uniform(*later[copy.source]) if copy.source in later else None)
-            for copy in copies]
+    ids = [(source, f"evt-{n:06d}") for source, count in COUNTERS.items() for n in range(1, count + 1)]
+    ids += [(LEGACY, event_id) for event_id in _legacy_ids(draw)]
+    draw.shuffle(ids)
+    times: dict[int, str] = {}
+    plan: list[tuple[Any, ...]] = []
+    for number, (source, event_id) in enumerate(ids):
+        seconds = number // EVENTS_PER_SECOND
+        time = times.setdefault(seconds, f"2026-12-01T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z")
+        order, amount = (plan[-draw.randint(1, 50)][3:5] if number > 50 and draw.random() < 0.02
+                         else (5000 + number, 5 * draw.randint(1, 40)))
+        sent = number / EVENTS_PER_SECOND
+        extra = tuple((why, round(sent + draw.uniform(*_LATER[why]), 3) if why in _LATER else sent)
+                      for why, share in COPIES.items() if draw.random() < share)
+        plan.append((source, event_id, time, order, amount, sent, extra))
+    return tuple(plan)
+
+
+def event_copies(*, seed: int = 5) -> Iterator[list[dict[str, Any]]]:
+    """For each event (drawn by ``seed``), the records of its copies as the consumer receives them from SQS.
+
+    A record is the CloudEvent (``specversion``, ``source``, ``id``, ``type``, ``time``, ``data``) and what
+    the queue and the publisher add: SQS's ``message_id`` (new for every message sent: a producer retry, a
+    relay's republish, a redrive from the dead-letter queue; kept on a redelivery), the publisher's
+    ``attempt``, ``sent_at`` (seconds) and SQS's ``receive_count``.
+    """
+    sent_messages = itertools.count(seed * 1_000_000_007)
+    for source, event_id, time, order, amount, sent, extra in _plan(seed):
+        event = {"specversion": "1.0", "source": source, "id": event_id, "type": "com.example.payment.requested",
+                 "time": time, "data": {"order_id": order, "amount": amount}}
+        first = {**event, "message_id": _sqs_id(next(sent_messages)), "attempt": 1, "sent_at": sent, "receive_count": 1}
+        yield [first, *({**first, "receive_count": 2} if why == "redelivery" else
+                        {**event, "message_id": _sqs_id(next(sent_messages)), "attempt": 2 if why == "producer retry" else 1,
+                         "sent_at": later, "receive_count": 1} for why, later in extra)]
+
+
+Event = tuple[str, str, str, tuple[int, int]]  # what names and describes one event: source, id, time, order and amount
+
+
+def _event(record: dict[str, Any]) -> Event:
+    return record["source"], record["id"], record["time"], (record["data"]["order_id"], record["data"]["amount"])
+
+
+def _what_collided(first: Event, second: Event) -> tuple[int, str]:
+    """Why two different events got one ID: its rank (the most telling first) and a hint's words."""
+    one, other = first[:2], second[:2]
+    if one[1] == other[1]:
+        return 0, (f"Two different events, {one[1]!r} from {one[0]} and {other[1]!r} from {other[0]}, got the same ID, "
+                   "so the inbox dropped the second as a copy of the first. An event's ID is unique only among its "
+                   "own producer's events: what names the producer?")
+    if first[3] == second[3]:
+        return 1, ("Two different events asking for the same order and amount got the same ID, so a real second "
+                   "payment was dropped. What tells two such events apart?")
+    if one[1].lower() == other[1].lower():
+        return 2, (f"IDs {one[1]!r} and {other[1]!r} name two events (an ID is compared exactly, letter case "
+                   "included), but they got the same ID from your function. What did it do to the letters?")
+    if one[1].strip() == other[1].strip():
+        return 3, (f"IDs {one[1]!r} and {other[1]!r} name two events (a space is part of an ID), but they got the "
+                   "same ID from your function. Keep the ID as it came, character for character.")
+    if first[2] == second[2]:
+        return 4, (f"Two events of the same second ({first[2]}) got the same ID: forty events a second share a "
+                   "time here. Which fields name one event, whenever it happened?")
+    return 5, (f"Two different events, {one} and {other}, got the same ID. Among the {sum(COUNTERS.values()) + LEGACY_EVENTS:,} "
+               "events of a busy week a digest cut to a few characters (16 or 32 bits) collides; keep what names the "
+               "event whole, or a digest long enough for that traffic.")
 
 
 @exercise
-def check_message_id(message_id: Any) -> Feedback:
-    """Lesson 05: a function from what a copy carries (its record) to the ID the inbox should trust."""
+def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
+    """Lesson 05: a function from what a copy carries (its record) to the ID the inbox should trust.
+
+    Judged on every copy of 300,000 events of three producers (:func:`event_copies`, drawn by ``seed``),
+    as the inbox would judge them, and again in fresh processes on other machines, days later.
+    """
     if (missing := blank(message_id, "a function such as def message_id(record): ...")) is not None:
         return missing
     if not callable(message_id):
-        return hint("Give a function that takes one copy's record (a dict) and returns its message ID.")
-    facts = twin_facts(30, twins=3, seed=8)
-    copies = spread(make_copies(facts, {source: 0.3 for source in SOURCES if source != "redelivery"}, seed=9))
-    try:
-        ids = [message_id(record(copy)) for copy in copies]
-    except Exception as error:  # the learner's code: any error is worth a hint, not a traceback
-        return hint(f"Calling it on a record such as {record(copies[0])} failed ({type(error).__name__}: {error}).")
-    if any(value is None or value == "" for value in ids):
-        return hint("It returned no ID (None or an empty string) for some copies; every copy needs one.")
-    outcome = judge(message_id, copies, facts, ack_loss_rate=0.2)
-    missed, dropped = outcome["duplicates missed"], outcome["real messages dropped"]
-    if not missed and not dropped:
+        return hint("Give a function that takes one copy's record (a dict) and returns the ID the inbox should trust.")
+    owner: dict[Any, Event] = {}  # the ID the inbox has seen, and the first event that had it
+    collided: list[tuple[int, str]] = []
+    missed: dict[str, int] = {}
+    sample: list[tuple[dict[str, Any]]] = []
+    events = copies_seen = 0
+    for copies in event_copies(seed=seed):
         try:
-            restarted = [in_fresh_process(message_id, [(record(copy),) for copy in copies], machine, seed)
-                         for seed, machine in enumerate(OTHER_MACHINES, start=1)]
-        except (OSError, RuntimeError, SyntaxError, TypeError, ValueError, subprocess.TimeoutExpired) as error:
-            return hint(f"The check computes the IDs again in a fresh Python process, as a restarted consumer would, and "
-                        f"that failed ({error}). Write it with def, and import what it uses at the top of its cell.")
-        if any(again != [str(value) for value in ids] for again in restarted):
-            return hint("In a fresh process (a consumer restarted after a crash, on another machine, a day or a year later) it gave "
-                        "other IDs for the same copies, so every redelivery after a restart would look new to the inbox. "
-                        "A restart brings back your code, not your memory: a dict starts empty, a UUID made at start-up "
-                        "is a new one, and Python's hash() of a string, a process ID, a host name and the clock change. "
-                        "Build the ID only from what the copy carries.")
-        return right(f"{len(copies)} copies of {len(facts)} payments, with lost acks on top: every payment charged once, "
-                     "none twice, none dropped.")
-    if dropped:
-        return hint(f"{dropped} real payment(s) were never charged: two different payment requests got the same ID, so "
-                    "the second looked like a copy of the first. What tells two requests for the same order and "
-                    "amount apart?")
-    return hint(f"{missed} charge(s) too many: copies of one payment request got different IDs, so the inbox took "
-                "each for a new payment. Which field is the same on every copy, however it was copied?")
+            ids = [message_id(copy) for copy in copies]
+        except Exception as error:  # noqa: BLE001 - the learner's code: any error is worth a hint, not a traceback
+            return hint(f"Calling it on a record such as {copies[0]} failed ({type(error).__name__}: {error}).")
+        if any(value is None or value == "" for value in ids):
+            return hint("It returned no ID (None or an empty string) for some copies; every copy needs one.")
+        try:
+            hash(ids[0])
+        except TypeError:
+            return hint(f"It returned {ids[0]!r}, which cannot be a key (an inbox row's ID): give a string, a number "
+                        "or a tuple of them.")
+        for copy, value in zip(copies[1:], ids[1:]):
+            if value != ids[0]:
+                why = "a redelivery" if copy["message_id"] == copies[0]["message_id"] else (
+                    "a producer retry" if copy["attempt"] == 2 else "a replay or a relay's republish")
+                missed[why] = missed.get(why, 0) + 1
+        event = _event(copies[0])
+        if ids[0] in owner and len(collided) < 200:
+            collided.append(_what_collided(owner[ids[0]], event))
+        owner.setdefault(ids[0], event)
+        events += 1
+        copies_seen += len(copies)
+        if events % 1000 == 1 or (len(copies) > 1 and len(sample) < 400 and events % 7 == 0):
+            sample += [(copy,) for copy in copies]
+    if collided:
+        return hint(min(collided)[1])
+    if missed:
+        which = ", ".join(f"{count:,} × {why}" for why, count in sorted(missed.items()))
+        return hint(f"Copies of one event got different IDs ({which}), so the inbox took each for a new payment and "
+                    "charged again. Which fields are the same on every copy, however and whenever it was copied?")
+    try:
+        expected = [str(message_id(*args)) for args in sample]
+        restarted = [in_fresh_process(message_id, sample, machine, hash_seed)
+                     for hash_seed, machine in enumerate(OTHER_MACHINES, start=1)]
+    except Exception as error:  # noqa: BLE001 - any failure of the rerun is the learner's to fix, as a hint
+        return hint(f"The check computes the IDs again in a fresh Python process, as a restarted consumer would, and "
+                    f"that failed ({error}). Import what it uses at the top of its cell.")
+    if any(again != expected for again in restarted):
+        return hint("In a fresh process (a consumer restarted after a crash, on another machine, a day or a year later) it gave "
+                    "other IDs for the same copies, so every redelivery after a restart would look new to the inbox. "
+                    "A restart brings back your code, not your memory: a dict starts empty, a UUID made at start-up "
+                    "is a new one, and Python's hash() of a string, a process ID, a host name and the clock change. "
+                    "Build the ID only from what the copy carries.")
+    return right(f"{copies_seen:,} copies of {events:,} events from three producers: every payment charged once, none "
+                 "twice, none dropped, and a restarted consumer computes the same IDs.")

@@ -13,9 +13,11 @@ string-hash seed (``PYTHONHASHSEED``), so a key carrying any of those changes.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -159,7 +161,8 @@ def _needed(function: Any, names: Iterator[str] | Sequence[str], done: set[str])
         written_here = getattr(value, "__module__", None) in ("__main__", function.__module__)
         if isinstance(value, types.ModuleType):
             lines.append(f"import {value.__name__} as {name}")
-        elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)) and not written_here:
+        elif (isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)) and not written_here
+              and getattr(sys.modules.get(value.__module__ or ""), value.__name__, None) is value):
             lines.append(f"from {value.__module__} import {value.__name__} as {name}")
         elif (definition := _definition(function, name)) is not None:
             text, statement = definition
@@ -173,28 +176,62 @@ def _needed(function: Any, names: Iterator[str] | Sequence[str], done: set[str])
     return lines
 
 
+def _written_where(answer: Any) -> Any:
+    """Where a callable that is not a plain function was written: something with that place's
+    ``__globals__`` and ``__module__``, as a function has, or None for a callable of a library.
+
+    A ``functools.partial`` was written where its function was; a callable object where its class was.
+    """
+    inner = answer.func if isinstance(answer, functools.partial) else None
+    if isinstance(inner, types.FunctionType):
+        return inner
+    module = sys.modules.get(getattr(type(answer), "__module__", ""))
+    if module is None or module.__name__ == "builtins":
+        return None
+    return types.SimpleNamespace(__globals__=vars(module), __module__=module.__name__)
+
+
+def _rebuilt(answer: Any) -> tuple[str, list[str]]:
+    """The name the fresh process calls, and the lines that make it there.
+
+    A plain function is carried as its text. Any other callable (a ``functools.partial``, a callable
+    object, ``operator.itemgetter(...)``, ``"{}:{}".format``) bound to a name where it was written gets
+    the statement that bound it run again, as a restart would; one of a library that is bound to no
+    name is carried as the library's own reference to it (a pickle), which holds no memory of ours.
+    """
+    if isinstance(answer, types.FunctionType) and not answer.__closure__:
+        name = "function_from_lambda" if answer.__name__ == "<lambda>" else answer.__name__
+        return name, [*_needed(answer, _names_read(answer.__code__), {name}), _source_of(answer)]
+    where = answer if isinstance(answer, types.FunctionType) else _written_where(answer)
+    namespace = where.__globals__ if where is not None else vars(sys.modules["__main__"])
+    name = next((bound for bound, value in namespace.items() if value is answer and not bound.startswith("_")), "")
+    if name and where is not None:  # run again the statement that made it (a factory, a partial, an object)
+        return name, _needed(where, [name], set())
+    try:
+        carried = pickle.dumps(answer)
+        pickle.loads(carried)
+    except Exception:  # noqa: BLE001 - whatever stops the pickle, the answer cannot be carried this way
+        carried = b""
+    if not carried or b"__main__" in carried:
+        raise ValueError("it was made in a way a restarted process cannot repeat and is bound to no name; "
+                         "assign it to a name in a cell of its own (key = ...) and pass that name")
+    return "carried", ["import pickle", f"carried = pickle.loads(bytes.fromhex({carried.hex()!r}))"]
+
+
 def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], machine: Machine, seed: int) -> list[Any]:
     """What ``function`` returns (as ``str``) for each tuple of ``arguments`` (JSON values), in a fresh Python process.
 
     A consumer that restarts (a redeploy, a crash) must compute the same key or
     message ID for the same message. The fresh interpreter gets only the program's
     text (see the module's docstring) and runs on ``machine``: its host name, time
-    zone and clock, with ``seed`` as its string-hash seed.
+    zone and clock, with ``seed`` as its string-hash seed. ``function`` is any callable
+    (see :func:`_rebuilt`).
     """
-    name = "function_from_lambda" if function.__name__ == "<lambda>" else function.__name__
-    if function.__closure__:  # made by another function (a factory): run again the statement that made it
-        name = next((bound for bound, value in function.__globals__.items()
-                     if value is function and not bound.startswith("_")), "")
-        if not name:
-            raise ValueError("the function was made inside another function and is bound to no global name; "
-                             "assign it to a name in a cell of its own")
-        definition = _needed(function, [name], set())
-    else:
-        definition = [*_needed(function, _names_read(function.__code__), {name}), _source_of(function)]
+    name, definition = _rebuilt(function)
     program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host), *definition,
                          "import json, sys",
-                         f"print(json.dumps([str({name}(*args)) for args in json.loads(sys.argv[1])]))"])
-    done = subprocess.run([sys.executable, "-c", program, json.dumps([list(args) for args in arguments])],
+                         f"print(json.dumps([str({name}(*args)) for args in json.loads(sys.stdin.read())]))"])
+    done = subprocess.run([sys.executable, "-c", program], input=json.dumps([list(args) for args in arguments]),
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": machine.zone, "HOSTNAME": machine.host})
     if done.returncode != 0:
