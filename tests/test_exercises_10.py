@@ -58,7 +58,12 @@ BANKS = {
                 "version = m.v WHEN NOT MATCHED THEN INSERT VALUES (m.id, m.s, m.v)",),
                ("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
                 "status = CASE WHEN excluded.version > orders.version THEN excluded.status ELSE orders.status END, "
-                "version = greatest(orders.version, excluded.version)",)],
+                "version = greatest(orders.version, excluded.version)",),
+               # A semicolon inside a comment is not a second statement.
+               ("-- newest wins; an old copy changes nothing\n" + UPSERT_GUARD + ";\n",),
+               # Replace the row only when no row as new exists.
+               ("INSERT OR REPLACE INTO orders SELECT $order_id, $status, $version WHERE NOT EXISTS "
+                "(SELECT 1 FROM orders WHERE order_id = $order_id AND version >= $version)",)],
         wrong=[
             # The section's UPDATE guard, copied: right on a row that exists, but here no row does.
             Wrong((VERSION_GUARD,), "no row"),
@@ -85,6 +90,10 @@ BANKS = {
             Wrong(("UPDATE orders SET status = $status WHERE order_id = $order_id",), "$version"),
             Wrong(("INSERT INTO orders VALUES ($order_id, 'PAID', $version) ON CONFLICT DO NOTHING",), "$status"),
             Wrong(("INSERT INTO order VALUES ($order_id, $status, $version)",), "refused"),
+            # Two statements, the insert then the guarded update: the exercise asks for one.
+            Wrong(("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT DO NOTHING; "
+                   "UPDATE orders SET status = $status, version = $version WHERE order_id = $order_id "
+                   "AND version < $version",), "more than one statement"),
             Wrong(("  ",), "empty"),
             Wrong((42,), "string"),
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import zlib
 
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
@@ -50,13 +51,18 @@ BANKS = {
     "check_batch_order": Bank(
         right=[(sorted,), (functools.partial(sorted, reverse=True),), (lambda ids: sorted(set(ids)),),
                (_Sorter(),), (lambda ids: sorted(ids, key=operator.methodcaller("encode")),),
-               (lambda ids: tuple(sorted(ids)),)],  # any sequence in a consistent order
+               (lambda ids: tuple(sorted(ids)),),  # any sequence in a consistent order
+               (lambda ids: sorted(ids, key=lambda message_id: (len(message_id), message_id)),),  # ties broken
+               (lambda ids: iter(sorted(ids)),)],  # an iterator of them
         wrong=[
             Wrong((lambda ids: ids,), "deadlock"),  # the order the broker delivered them in
             Wrong((lambda ids: list(dict.fromkeys(ids)),), "deadlock"),  # duplicates dropped, still arrival order
             Wrong((lambda ids: sorted(ids, key=len),), "deadlock"),  # ties keep arrival order
             Wrong((lambda ids: sorted(ids, key=str.lower),), "deadlock"),  # IDs differing in case tie
             Wrong((lambda ids: sorted(ids, key=lambda message_id: message_id[:2]),), "deadlock"),
+            # A key that collides (a one-byte checksum): colliding IDs keep their arrival order.
+            Wrong((lambda ids: sorted(ids, key=lambda message_id: zlib.crc32(message_id.encode()) & 0xFF),),
+                  "deadlock"),
             Wrong((lambda ids: sorted(ids)[:-1],), "missing"),
             Wrong((lambda ids: [message_id.lower() for message_id in sorted(ids)],), "other IDs"),
             Wrong((lambda ids: 1 / 0,), "ZeroDivisionError"),

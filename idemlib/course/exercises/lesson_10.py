@@ -146,6 +146,9 @@ def check_version_guard(statement: Any) -> Feedback:
         return hint("The statement never looks at the message's $version, so it cannot tell old from new.")
     if "$status" not in statement:
         return hint("The statement never writes the message's $status: each message brings the status to set.")
+    if ";" in re.sub(r"--[^\n]*", "", statement).strip().rstrip(";"):  # a comment may hold a semicolon
+        return hint("That is more than one statement: write the one statement that creates the row or updates it "
+                    "(an upsert can do both), so nothing runs between two halves.")
     try:
         explored = explore_orderings([Writer("yours", statement)], orders=_interleaved(), existing=(UNRELATED_ORDER,))
     except duckdb.Error as error:
