@@ -266,3 +266,23 @@ def test_the_version_guard_acknowledges_an_early_command_as_done():
     assert (outcome.accounts, outcome.payouts, outcome.dead_letters) == (0, 0, 0)
     # The same message at the version the application is at opens the account: the refusal was the version's.
     assert run(SAFE[2], messages=(open_account_message("m-42-v1", 42, 250_000, version=1),)).once
+
+
+def test_the_runs_that_tell_the_three_safe_designs_apart():
+    from idemlib.case_study.design_review import telling_apart
+
+    table = telling_apart()
+    resent, second, early = table.index
+    assert list(table.loc[resent]) == ["2 accounts, 2 payouts", "1 account, 1 payout", "1 account, 1 payout"]
+    assert list(table.loc[second]) == ["2 accounts, 2 payouts", "1 account, 1 payout", "2 accounts, 2 payouts"]
+    assert table.loc[early].iloc[2] == "0 accounts, 0 payouts"
+
+
+def test_a_payout_key_derived_from_the_approval_survives_a_copy_under_a_new_message_id():
+    from idemlib.case_study.design_review import RESENT_42, SECOND_42, Design, run
+    from idemlib.case_study.mortgage import APPLICATION_42
+
+    by_message, by_approval = Design("by message"), Design("by approval", payout_key="approval")
+    assert run(by_message, messages=(APPLICATION_42, RESENT_42)).payouts == 2
+    assert run(by_approval, messages=(APPLICATION_42, RESENT_42)).payouts == 1  # the inbox still opens two accounts
+    assert run(by_approval, messages=(APPLICATION_42, SECOND_42)).payouts == 2  # a new approval is a new payout

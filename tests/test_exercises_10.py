@@ -1,4 +1,4 @@
-"""Lesson 10's exercises: which incidents a retention survives, and the version-guarded update."""
+"""Lesson 10's exercises: which incidents a retention survives, and the version-guarded upsert of a read model."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from idemlib.retention_and_ordering.ordering import VERSION_GUARD
 UPSERT_GUARD = ("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
                 "status = excluded.status, version = excluded.version WHERE orders.version < excluded.version")
 
-GUARD_WITH = "UPDATE orders SET status = $status, version = $version WHERE order_id = $order_id AND {}"
+UPSERT_WITH = ("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
+               "status = excluded.status, version = excluded.version WHERE {}")
 
 SURVIVED = {"A": True, "B": False, "C": False, "D": True, "E": True}
 
 BANKS = {
     "check_safe_retention": Bank(
-        right=[({"A", "D", "E"},), ("ADE",), ("e, a, d",), (["D", "A", "E"],), (SURVIVED,),
+        right=[({"A", "D", "E"},), ("ADE",), ("e, a, d",), (["D", "A", "E"],), (SURVIVED,), ("a d e",), ("EDA",),
+               (("A", "D", "E"),), (frozenset("ADE"),), (["A", "D", "E", "A"],),
+               ({name: int(value) for name, value in SURVIVED.items()},),  # 1 and 0, as lesson 12's check reads them
                ({key.lower(): np.bool_(value) for key, value in SURVIVED.items()},),  # numpy booleans, lower case
                ({" a ": True, "b": False, "c": False, "d": True, "e": True},)],
         wrong=[
@@ -37,52 +40,62 @@ BANKS = {
             Wrong(({"A": "yes", "B": "no", "C": "no", "D": "yes", "E": "yes"},), "True"),
             Wrong(({"A", "F"},), "not one"),
             Wrong((144,), "letters"),
+            Wrong(("ADE.",), "not one of them"),
+            Wrong(({"A": 2, "B": 0, "C": 0, "D": 1, "E": 1},), "True"),
         ],
     ),
     "check_version_guard": Bank(
-        right=[(VERSION_GUARD,),
-               ("UPDATE orders SET version = $version, status = $status "
-                "WHERE $version > version AND order_id = $order_id",),
-               (UPSERT_GUARD,),
-               ("update orders set status = case when $version > version then $status else status end, "
-                "version = greatest(version, $version) where order_id = $order_id",),
-               # A comment line first, and a question mark inside a comment.
-               ("-- apply only a newer message\n" + VERSION_GUARD,),
-               ("UPDATE orders SET status = $status, version = $version /* newer? */ "
-                "WHERE order_id = $order_id AND version < $version",),
-               ("WITH m AS (SELECT $order_id AS id, $version AS v, $status AS s) UPDATE orders SET status = m.s, "
-                "version = m.v FROM m WHERE orders.order_id = m.id AND orders.version < m.v",),
-               ("MERGE INTO orders USING (SELECT $order_id AS id, $version AS v, $status AS s) AS m "
+        right=[(UPSERT_GUARD,),
+               # Operands flipped, lower case, a trailing semicolon, the version compared with <= (a harmless re-set).
+               (UPSERT_WITH.format("excluded.version > orders.version").lower() + ";",),
+               (UPSERT_WITH.format("orders.version <= excluded.version"),),
+               ("INSERT INTO orders (order_id, status, version) VALUES ($order_id, $status, $version) "
+                "ON CONFLICT (order_id) DO UPDATE SET status = excluded.status, version = excluded.version "
+                "WHERE NOT (orders.version >= excluded.version)",),
+               ("-- a newer message wins, whichever came first\n" + UPSERT_GUARD,),
+               ("MERGE INTO orders USING (SELECT $order_id AS id, $status AS s, $version AS v) AS m "
                 "ON orders.order_id = m.id WHEN MATCHED AND orders.version < m.v THEN UPDATE SET status = m.s, "
-                "version = m.v",)],
+                "version = m.v WHEN NOT MATCHED THEN INSERT VALUES (m.id, m.s, m.v)",),
+               ("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
+                "status = CASE WHEN excluded.version > orders.version THEN excluded.status ELSE orders.status END, "
+                "version = greatest(orders.version, excluded.version)",),
+               # A semicolon inside a comment is not a second statement.
+               ("-- newest wins; an old copy changes nothing\n" + UPSERT_GUARD + ";\n",),
+               # Replace the row only when no row as new exists.
+               ("INSERT OR REPLACE INTO orders SELECT $order_id, $status, $version WHERE NOT EXISTS "
+                "(SELECT 1 FROM orders WHERE order_id = $order_id AND version >= $version)",)],
         wrong=[
-            Wrong(("UPDATE orders SET status = $status WHERE order_id = $order_id",), "$version"),
-            Wrong(("UPDATE orders SET status = $status WHERE order_id = $order_id AND version < $version",), "remember"),
-            Wrong((GUARD_WITH.format("version > $version"),), "arrival order"),  # the comparison reversed
-            Wrong((GUARD_WITH.format("version <> $version"),), "arrival order"),  # any other version wins
-            Wrong(("UPDATE order SET status = $status, version = $version WHERE version < $version",), "refused"),
-            # No WHERE order_id: every order's row takes the message's status.
-            Wrong(("UPDATE orders SET status = $status, version = $version WHERE version < $version",), "other order"),
-            # Guarding on the one status seen last in 1042's history, not on the version.
-            Wrong(("UPDATE orders SET status = $status, version = $version "
-                   "WHERE order_id = $order_id AND status <> 'REFUNDED'",), "arrival order"),
-            Wrong(("UPDATE orders SET status = 'REFUNDED', version = 3 WHERE order_id = $order_id AND $version > 0",),
-                  "$status"),
-            Wrong((GUARD_WITH.format("$version = 3"),), "arrival order"),  # only the newest message of 1042 applies
-            Wrong(("  ",), "empty"),
+            # The section's UPDATE guard, copied: right on a row that exists, but here no row does.
+            Wrong((VERSION_GUARD,), "no row"),
+            Wrong(("UPDATE orders SET status = $status, version = $version WHERE order_id = $order_id",), "no row"),
+            # The first message to arrive wins, whatever its version.
+            Wrong(("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT DO NOTHING",), "newer"),
+            # The last message to arrive wins: an upsert that sets, without the guard (section 7's safe-twice write).
+            Wrong((UPSERT_WITH.format("true"),), "newer"),
+            Wrong(("INSERT OR REPLACE INTO orders VALUES ($order_id, $status, $version)",), "newer"),
+            Wrong((UPSERT_WITH.format("orders.version > excluded.version"),), "newer"),  # the comparison reversed
+            Wrong((UPSERT_WITH.format("orders.version <> excluded.version"),), "newer"),
+            # The guard without remembering the version: the row keeps version of its first message.
+            Wrong(("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
+                   "status = excluded.status WHERE orders.version < excluded.version",), "remember"),
+            # Versions compared as text: "10" < "9".
+            Wrong((UPSERT_WITH.format("CAST(orders.version AS VARCHAR) < CAST(excluded.version AS VARCHAR)"),),
+                  "newer"),
             # Only the very next version applies: a message after a gap is dropped.
-            Wrong((GUARD_WITH.format("version + 1 = $version"),), "newer"),
-            # Guards not tied to their own row: right for one order at a time, wrong when orders interleave.
-            Wrong((GUARD_WITH.format("(SELECT max(version) FROM orders) < $version"),), "own order's row"),
-            # Guards that fit 1042's and 2077's first histories only: statuses ranked PAID < SHIPPED < REFUNDED,
-            # versions compared as text, versions assumed to stop at 3. Order 2077 paid again at version 10 refutes them.
-            Wrong((GUARD_WITH.format("$version IS NOT NULL AND CASE $status WHEN 'PAID' THEN 1 WHEN 'SHIPPED' THEN 2 "
-                                     "ELSE 3 END > CASE status WHEN 'PAID' THEN 1 WHEN 'SHIPPED' THEN 2 "
-                                     "WHEN 'REFUNDED' THEN 3 ELSE 0 END"),), "arrival order"),
-            Wrong((GUARD_WITH.format("CAST(version AS VARCHAR) < CAST($version AS VARCHAR)"),), "arrival order"),
-            Wrong((GUARD_WITH.format("version < $version AND $version <= 3"),), "arrival order"),
-            Wrong((GUARD_WITH.format("version < $version AND (SELECT version FROM orders WHERE order_id = 1042) "
-                                     "< $version"),), "interleaved"),
+            Wrong((UPSERT_WITH.format("orders.version + 1 = excluded.version"),), "newer"),
+            # Not tied to its own row: compares with the newest version of any order (DuckDB takes no subquery there).
+            Wrong((UPSERT_WITH.format("(SELECT max(version) FROM orders) < excluded.version"),), "refused"),
+            # Every order's row takes the message's status: the unrelated order 3000 changes.
+            Wrong(("UPDATE orders SET status = $status, version = $version WHERE version < $version",), "another order"),
+            Wrong(("UPDATE orders SET status = $status WHERE order_id = $order_id",), "$version"),
+            Wrong(("INSERT INTO orders VALUES ($order_id, 'PAID', $version) ON CONFLICT DO NOTHING",), "$status"),
+            Wrong(("INSERT INTO order VALUES ($order_id, $status, $version)",), "refused"),
+            # Two statements, the insert then the guarded update: the exercise asks for one.
+            Wrong(("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT DO NOTHING; "
+                   "UPDATE orders SET status = $status, version = $version WHERE order_id = $order_id "
+                   "AND version < $version",), "more than one statement"),
+            Wrong(("  ",), "empty"),
+            Wrong((42,), "string"),
         ],
     ),
 }

@@ -1,82 +1,85 @@
-"""Lesson 11's exercises: an alert rule for the skip rate, and the batch step whose crash the inbox turns into skips."""
+"""Lesson 11's exercises: a skip-rate rule for a thinner service, and the order a batch inserts its IDs in."""
 
 from __future__ import annotations
+
+import functools
+import operator
+import zlib
 
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.operating.metrics import SkipRateAlert
 
-class _AlwaysRight(SkipRateAlert):
-    def fires_at(self, rates, window_seconds):  # pages at 12:15 on any day with many skips, else never
-        return 12 * 3600 + window_seconds if rates["skipped"].sum() > 20 else None
+
+class _Sorter:
+    """A callable object, as a learner may write one."""
+
+    def __call__(self, ids: list[str]) -> list[str]:
+        return sorted(ids, key=lambda message_id: (len(message_id), message_id))
 
 
 BANKS = {
     "check_alert_rule": Bank(
-        right=[(SkipRateAlert(threshold=0.15, windows=1, min_handled=10),), (SkipRateAlert(0.2, 1, 6),),
-               (SkipRateAlert(threshold=0.21, windows=1, min_handled=14),),
-               (SkipRateAlert(threshold=np.float64(0.1), windows=np.int64(1), min_handled=np.int64(12)),),
-               # The floor left at 5 works when the threshold sits above one skip in five (20 %) and below the
-               # storm's first window after noon (3 of 14); a low threshold works with the floor just under 10.
-               (SkipRateAlert(threshold=0.21, windows=1, min_handled=5),),
-               (SkipRateAlert(threshold=0.12, windows=1, min_handled=9),)],
+        right=[({"threshold": 0.2, "windows": 1, "min_handled": 8},), ((0.25, 1, 6),), ([0.3, 1, 4],),
+               ({"threshold": 0.18, "windows": 1, "min_handled": 6},), ((0.15, 1, 13),),
+               # numpy numbers, what reading them off a pandas table gives
+               ({"threshold": np.float64(0.2), "windows": np.int64(1), "min_handled": np.int64(9)},),
+               ((0.3, 1, 3),)],  # one stray in a night window of 3 makes it 1 of 4: 25 %, under 30 %
         wrong=[
-            # Pass on the quiet day only because its three stray skips fell in busy windows: one stray
-            # lost ack in a thinner window that the rule counts (10, 14, 9 deliveries) would page.
-            Wrong((SkipRateAlert(threshold=0.1, windows=1, min_handled=10),), "would page"),
-            Wrong((SkipRateAlert(threshold=0.07, windows=1, min_handled=10),), "would page"),
-            Wrong((SkipRateAlert(threshold=0.1, windows=1, min_handled=6),), "would page"),
-            # A subclass that brings its own fires_at is not judged.
-            Wrong((_AlwaysRight(threshold=0.5, windows=3, min_handled=100),), "SkipRateAlert itself"),
-            # The lesson's own rule: it pages at the quiet hour, two thin windows of one skip each.
-            Wrong((SkipRateAlert(threshold=0.15, windows=2),), "quiet hour"),
-            # The old answer, one window: fast enough, but the floor of 5 lets a thin window page at night.
-            Wrong((SkipRateAlert(threshold=0.1, windows=1),), "quiet hour"),
-            Wrong((SkipRateAlert(threshold=0.15, windows=2, min_handled=10),), "how many windows after noon"),
-            Wrong((SkipRateAlert(threshold=0.05, windows=1, min_handled=10),), "quiet day"),
-            Wrong((SkipRateAlert(threshold=0.3, windows=1, min_handled=10),), "first window after noon"),
-            Wrong((SkipRateAlert(threshold=0.1, windows=1, min_handled=16),), "how many deliveries"),
-            Wrong((SkipRateAlert(threshold=0.06, windows=1, min_handled=1),), "quiet day"),
-            Wrong((SkipRateAlert(threshold=0.9, windows=2, min_handled=10),), "never fires"),
-            Wrong((0.15,), "SkipRateAlert"),
-            # A floor above every bad-day window: the hint must point at the floor, not only the threshold.
-            Wrong((SkipRateAlert(threshold=0.15, windows=1, min_handled=40),), "floor above the counts"),
-            # A floor above the storm's first window after noon (14 handled) waits a window.
-            Wrong((SkipRateAlert(threshold=0.15, windows=1, min_handled=20),), "first window after noon"),
-            # Exactly one skip in five: 20 % is not below a threshold of 20 %.
-            Wrong((SkipRateAlert(threshold=0.2, windows=1, min_handled=5),), "quiet hour"),
+            # The reviewers' case: a floor of 1 pages on one stray skip on a quiet night.
+            Wrong(((0.201, 1, 1),), "quiet night"),
+            Wrong(((0.214, 1, 1),), "quiet night"),
+            Wrong(((0.2, 1, 2),), "quiet night"),
+            # The lesson's printed rules, copied: two windows (the storm's second window is low), or floor 10.
+            Wrong(((0.15, 2, 5),), "would page"),
+            Wrong(((0.15, 2, 10),), "never fires"),
+            Wrong(((0.15, 1, 10),), "would page"),  # the lesson's exercise answer: one stray in a window of 12
+            Wrong(((0.2, 1, 5),), "would page"),  # exactly one skip in five: 20 % is not below 20 %
+            Wrong(((0.2, 1, 14),), "floor above"),  # the storm's busiest window after 15:00 handles 13
+            Wrong(((0.5, 1, 6),), "threshold above"),
+            Wrong(((0.35, 1, 4),), "first two windows"),
+            Wrong(((0.3, 2, 4),), "high windows in a row"),
+            Wrong(((0.05, 1, 10),), "quiet day"),
+            Wrong((SkipRateAlert(0.2, 1, 8),), "plain numbers"),  # an object cannot be carried out to grading
+            Wrong(({"threshold": 0.2, "windows": 1},), "exactly the keys"),
+            Wrong(((20, 1, 8),), "between 0 and 1"),  # a percentage for a share
+            Wrong(((0.2, 1.5, 8),), "whole number"),
+            Wrong((0.2,), "dict"),
         ],
     ),
-    "check_batch_crash": Bank(
-        right=[("ack all",), ("crash before ack all",), ("  Ack all ",), ("ack_all",), ("before ack all",),
-               ("after the commit",), ("right after the commit",), ("Crash before ACK-ALL",), ("after commit",),
-               ("crash after the commit",), ("after the commit, before ack all",), ("between commit and ack all",),
-               ("Before 'ack all'",), ("after the commit and before ack all",), ("ack all.",),
-               ("before the ack all step",)],
+    "check_batch_order": Bank(
+        right=[(sorted,), (functools.partial(sorted, reverse=True),), (lambda ids: sorted(set(ids)),),
+               (_Sorter(),), (lambda ids: sorted(ids, key=operator.methodcaller("encode")),),
+               (lambda ids: tuple(sorted(ids)),),  # any sequence in a consistent order
+               (lambda ids: sorted(ids, key=lambda message_id: (len(message_id), message_id)),),  # ties broken
+               (lambda ids: iter(sorted(ids)),)],  # an iterator of them
         wrong=[
-            Wrong(("commit",), "rolls the whole batch back"),
-            Wrong(("record ids",), "rolls the whole batch back"),
-            Wrong(("begin",), "rolls the whole batch back"),
-            Wrong(("ack",), "no step"),
-            Wrong(("charge new",), "rolls the whole batch back"),
-            # Words for crash points (issue 23, class 5): none of these is "after the commit".
-            Wrong(("before the commit",), "rolls the whole batch back"),
-            Wrong(("crash before the commit",), "rolls the whole batch back"),
-            Wrong(("the commit",), "rolls the whole batch back"),
-            Wrong(("Commit",), "rolls the whole batch back"),
-            Wrong(("after charge new",), "rolls the whole batch back"),  # the moment before the commit
-            Wrong(("after ack all",), "redelivers nothing"),
-            Wrong(("between charge new and commit",), "rolls the whole batch back"),
-            Wrong(("after record ids, before commit",), "follow one another"),
-            # A gap whose two sides are joined by "and", or given in reverse, or with a made-up first side.
-            Wrong(("after charge new and before ack all",), "follow one another"),
-            Wrong(("after record ids and before ack all",), "follow one another"),
-            Wrong(("between ack all and commit",), "follow one another"),
-            Wrong(("after bogus, before ack all",), "no step"),
-            Wrong((5,), "as text"),
+            Wrong((lambda ids: ids,), "deadlock"),  # the order the broker delivered them in
+            Wrong((lambda ids: list(dict.fromkeys(ids)),), "deadlock"),  # duplicates dropped, still arrival order
+            Wrong((lambda ids: sorted(ids, key=len),), "deadlock"),  # ties keep arrival order
+            Wrong((lambda ids: sorted(ids, key=str.lower),), "deadlock"),  # IDs differing in case tie
+            Wrong((lambda ids: sorted(ids, key=lambda message_id: message_id[:2]),), "deadlock"),
+            # A key that collides (a one-byte checksum): colliding IDs keep their arrival order.
+            Wrong((lambda ids: sorted(ids, key=lambda message_id: zlib.crc32(message_id.encode()) & 0xFF),),
+                  "deadlock"),
+            Wrong((lambda ids: sorted(ids)[:-1],), "missing"),
+            Wrong((lambda ids: [message_id.lower() for message_id in sorted(ids)],), "other IDs"),
+            Wrong((lambda ids: 1 / 0,), "ZeroDivisionError"),
+            Wrong((lambda ids: None,), "raised"),
+            Wrong((lambda ids: [1, 2],), "as strings"),
+            Wrong(("sorted",), "function"),
         ],
     ),
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def test_batch_order_judges_other_batches_by_seed() -> None:
+    """A right order passes on other data than the learner saw; a wrong one fails there too."""
+    from idemlib.course.exercises import check_batch_order
+
+    for seed in (1, 7, 99):
+        assert check_batch_order(sorted, seed=seed)
+        assert not check_batch_order(lambda ids: sorted(ids, key=str.lower), seed=seed)

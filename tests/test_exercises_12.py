@@ -1,77 +1,66 @@
-"""Lesson 12's exercises: the five questions for one more design, and a design that answers all five yes."""
+"""Lesson 12's exercises: the five questions for a design no table shows, and a design safe 30 hours late."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.case_study.design_review import Design
 
-# The design of exercise 1: the inbox, its IDs deleted after two hours, reconciling (payout intent recorded, looked up).
-RIGHT = ["yes", "yes", "yes", "no", "yes"]
+# Exercise 1's design: the aggregate version, reconciling, with a payout key made up on each call; retries 30 h late.
+RIGHT = ["yes", "no", "yes", "yes", "yes"]
+
+
+def _design(**settings: object) -> dict[str, object]:
+    return {"guard": "version", "payout_key": "derived", "keep_ids": "forever", "reconcile": True, **settings}
+
 
 BANKS = {
     "check_five_answers": Bank(
-        right=[(RIGHT,), ((True, True, True, False, True),), (["Yes ", "y", "YES", "n", "true"],),
-               ({"q1": "yes", "q2": "yes", "q3": "yes", "q4": "no", "q5": "yes"},),
-               ({"q5": "yes", "q3": "yes", "q1": "yes", "q4": "no", "q2": "yes"},),  # keys give the order
-               (np.array([True, True, True, False, True]),), ("yes, yes, yes, no, yes",), ("Yes Yes Yes No Yes",),
-               ([1, 1, 1, 0, 1],), (np.array([1, 1, 1, 0, 1]),), ("1 1 1 0 1",),  # 1 and 0 for yes and no
-               (["yes.", "Yes!", "yes", "No.", "yes"],)],  # written as sentences
+        right=[(RIGHT,), ((True, False, True, True, True),), ([1, 0, 1, 1, 1],), (np.array([1, 0, 1, 1, 1]),),
+               (np.array([True, False, True, True, True]),), ([" yes", "no ", "yes", "yes", "yes"],)],
         wrong=[
-            # The lookup taken for a cure of question 4: it saves the money, not the account.
-            Wrong((["yes"] * 5,), "question 4"),
-            Wrong((["no"] * 5,), "question 1"),
-            # Pruning taken to break prompt duplicates too.
-            Wrong((["no", "yes", "yes", "no", "yes"],), "question 1"),
-            Wrong((["yes", "no", "yes", "no", "yes"],), "question 2"),  # the lookup taken for a second key
-            Wrong((["yes", "yes", "no", "no", "yes"],), "question 3"),
-            Wrong((["yes", "yes", "yes", "no", "no"],), "question 5"),  # the payout call inside the transaction
-            Wrong((["yes", "yes", "yes", "no"],), "five"),
-            Wrong(("yes, yes, yes",), "five"),
-            Wrong(("yes yes yes no yes yes",), "five"),
-            Wrong((["yes", "yes", "maybe", "no", "yes"],), "yes or no"),
-            # The late retry taken for a second payout (the lookup forgotten), and the call after the commit for no key.
-            Wrong((["yes", "yes", "yes", "yes", "no"],), "question 4"),
-            Wrong(({"q1": "yes", "q2": "yes", "q3": "yes", "q4": "yes", "q5": "yes"},), "question 4"),
-            Wrong(([1, 1, 1, 1, 1],), "question 4"),  # all yes, written as numbers
-            Wrong(([2, 1, 1, 0, 1],), "yes or no"),  # a number that is neither 1 nor 0
-            Wrong((["yes", "yes", "yes", "no", "yes?"],), "yes or no"),
+            # A printed row copied: mistake 4's "yes yes yes no yes".
+            Wrong((["yes", "yes", "yes", "no", "yes"],), "question 2"),
+            # All yes: the lookup taken to make the key right too.
+            Wrong((["yes"] * 5,), "about the key itself"),
+            # Mistake 2's row: the per-attempt key taken to pay twice, though the lookup stops it.
+            Wrong((["yes", "no", "yes", "no", "no"],), "question 4"),
+            Wrong((["yes", "no", "yes", "yes", "no"],), "question 5"),
+            Wrong((["no", "no", "yes", "yes", "yes"],), "question 1"),
+            Wrong((["yes", "no", "no", "yes", "yes"],), "question 3"),
+            Wrong((["yes", "no", "yes", "no", "yes"],), "question 4"),  # the 30 h taken past the lookup too
+            Wrong((["Yes", "no", "yes", "yes", "yes"],), "'yes', 'no'"),  # exact names, as printed
+            Wrong((["y", "n", "y", "y", "y"],), "one of the names"),
+            Wrong(("yes no yes yes yes",), "list of five"),  # one string is not five answers
+            Wrong((["yes", "no", "yes", "yes"],), "five"),
+            Wrong(({"q1": "yes"},), "five"),
+            Wrong(([2, 0, 1, 1, 1],), "one of the names"),
         ],
     ),
     "check_safe_design": Bank(
-        right=[(Design("mine", guard="version", reconcile=True),),
-               (Design("inbox kept two days", keep_hours=48, reconcile=True),),
-               (Design("kept forever", keep_hours=math.inf, reconcile=True),),
-               (Design("just longer", keep_hours=30.5, reconcile=True),),
-               (Design("numpy hours", keep_hours=np.int64(48), reconcile=True),),  # what a pandas sum returns
-               (Design("numpy yes", keep_hours=48, reconcile=np.bool_(True)),),  # what a comparison returns
-               (Design("constraint", guard="unique application", payout_key="derived", keep_hours=1, reconcile=True),),
-               (Design("a day past the outage", keep_hours=31, reconcile=True),),
-               (Design("a year", keep_hours=24 * 365, reconcile=True),)],
+        right=[(_design(),), (_design(payout_key="approval", keep_ids="1 hour"),),
+               (_design(guard="unique application", keep_ids="2 days"),),
+               (_design(reconcile=np.bool_(True)),),  # what a comparison returns
+               (_design(guard="unique application", payout_key="approval", keep_ids=" 7 days "),)],
         wrong=[
-            # The plain inbox: its IDs are kept, but the payment system forgets the key after 24 h.
-            Wrong((Design("the table's inbox"),), "question 4"),
-            Wrong((Design("IDs a day", keep_hours=24, reconcile=True),), "after the late redelivery"),
-            # Exactly the outage: the run passes only by the seconds between delivery and save.
-            Wrong((Design("IDs as long as the outage", keep_hours=30, reconcile=True),), "longer than"),
-            Wrong((Design("IDs forever, no lookup", keep_hours=math.inf),), "after the late retry"),
-            Wrong((Design("memory", guard="memory", reconcile=True),), "question 1"),
-            Wrong((Design("fresh key", payout_key="per attempt", reconcile=True),), "question 2"),
-            Wrong((Design("no key", guard="version", payout_key="none", reconcile=True),), "question 5"),
-            Wrong((Design("read first", guard="check outside", reconcile=True),), "question 3"),
-            Wrong((Design("nothing", guard="none", reconcile=True),), "question 1"),
-            Wrong(({"guard": "inbox", "keep_hours": 48, "reconcile": True},), "Design"),
-            # IDs kept longer than the payment system's 24 h, but not longer than the 30 h outage.
-            Wrong((Design("past the key window", keep_hours=25, reconcile=True),), "after the late redelivery"),
-            Wrong((Design("just short", keep_hours=29.9, reconcile=True),), "question 4"),
-            # The business constraint alone: the account is safe, the payout 30 h later is not.
-            Wrong((Design("constraint, no lookup", guard="unique application"),), "after the late retry"),
-            # The lookup taken to make any key safe: a 429 leaves nothing to find, and the retry's new key pays.
-            Wrong((Design("lookup, fresh keys", guard="version", payout_key="per attempt", reconcile=True),),
-                  "a new key per call"),
+            # The inbox, however long it keeps IDs: a copy under a new message ID is new to it.
+            Wrong((_design(guard="inbox", keep_ids="forever"),), "new message ID"),
+            Wrong((_design(guard="inbox", payout_key="approval", keep_ids="7 days"),), "new message ID"),
+            # No recorded intent: 30 h is past the payment system's key window.
+            Wrong((_design(reconcile=False),), "question 4"),
+            Wrong((_design(guard="unique application", reconcile=False),), "key window"),
+            Wrong((_design(payout_key="per attempt"),), "question 2"),
+            Wrong((_design(payout_key="none"),), "question 2"),
+            Wrong((_design(guard="memory"),), "question 1"),
+            Wrong((_design(guard="check outside"),), "question 1"),
+            Wrong((_design(guard="none"),), "question 1"),
+            Wrong((_design(keep_ids=30),), "'1 hour'"),  # hours as a number: the configurable retentions are named
+            Wrong((_design(keep_ids="30 hours"),), "keep_ids"),
+            Wrong((_design(guard="Version"),), "the guard"),  # names are exact
+            Wrong((_design(reconcile="yes"),), "True or False"),
+            Wrong(({"guard": "version"},), "exactly the keys"),
+            Wrong((Design("an object", guard="version", reconcile=True),), "dict"),
         ],
     ),
 }

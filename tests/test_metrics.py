@@ -71,3 +71,14 @@ def test_a_skip_rate_needs_a_positive_window():
         skip_rate(run_day(Day(messages=5)).trace, 0)
     with pytest.raises(ValueError, match="storm_until"):
         Day(storm_from=NOON)
+
+
+def test_the_handling_alert_leads_on_a_slow_handler_and_stays_silent_on_a_storm_and_a_quiet_day():
+    from idemlib.course.exercises.lesson_11 import lesson_days
+    from idemlib.operating.day import NOON
+    from idemlib.operating.metrics import handling_alert
+
+    days = lesson_days()
+    assert handling_alert(days["slow from noon"].trace, 30.0) == NOON + 900
+    assert handling_alert(days["quiet day"].trace, 30.0) is None
+    assert handling_alert(days["lost-ack storm from noon"].trace, 30.0) is None

@@ -25,7 +25,7 @@ from idemlib.facts import fact_number
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import Message
 from idemlib.case_study.loan_bank import LoanBank
-from idemlib.case_study.mortgage import APPLICATION_42, AccountService
+from idemlib.case_study.mortgage import APPLICATION_42, AccountService, open_account_message
 from idemlib.provider import Behaviour, PaymentProvider, Response, behaviours
 from idemlib.sim import simulate
 
@@ -343,6 +343,34 @@ SCENARIOS = {
                         lambda d: run(d, FaultPlan(crashes=[_after_payout(d)]))),
 }
 """For each mistake, the failure that exposes it, as a function of the design it is run on."""
+
+
+RESENT_42 = open_account_message("m-42-resent", 42, 250_000)
+"""The same approval of application 42 sent again under a new message ID (the approval service's retry made a new
+message, or an operator re-sent it by hand): a copy of the business fact that no message ID links to ``m-42``."""
+SECOND_42 = open_account_message("m-42-top-up", 42, 50_000, version=2)
+"""A legitimate second operation: a top-up loan of \\$50,000 approved for application 42 after its account was
+opened (at version 2, the version opening the first account moved the application to)."""
+
+
+def telling_apart(designs: tuple[Design, ...] = SAFE) -> pd.DataFrame:
+    """The runs where the three safe designs differ: the same approval re-sent under a new message ID (right: one
+    account, one payout), a legitimate second operation (right: two accounts, two payouts), and a stale command
+    that arrives before the application reached its version (right: nothing yet, the command kept to retry)."""
+    early = open_account_message("m-42-v2", 42, 250_000, version=2)
+    runs = {"approval re-sent under a new ID": ((APPLICATION_42, RESENT_42), (1, 1)),
+            "a second, legitimate approval": ((APPLICATION_42, SECOND_42), (2, 2)),
+            "version 2 delivered before version 1's account": ((early,), (0, 0))}
+    rows = []
+    for design in designs:
+        for name, (messages, (accounts, payouts)) in runs.items():
+            outcome = run(design, messages=messages)
+            dead = f", {outcome.dead_letters} dead-lettered" if outcome.dead_letters else ""
+            rows.append((design.label, name, f"{outcome}{dead}",
+                         (outcome.accounts, outcome.payouts) == (accounts, payouts)))
+    table = pd.DataFrame(rows, columns=["design", "run", "outcome", "right"])
+    return table.pivot(index="run", columns="design", values="outcome").reindex(columns=[d.label for d in designs]
+                                                                              ).reindex(list(runs))
 
 
 def reproduce_mistakes(fix: Design = SAFE[0]) -> pd.DataFrame:

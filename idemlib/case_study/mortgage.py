@@ -22,7 +22,7 @@ from idemlib.handlers import Context, Handler, ProviderError, Steps
 from idemlib.messages import BadMessage, Charge, Message
 
 GUARDS = ("none", "check outside", "memory", "inbox", "unique application", "version")
-PAYOUT_KEYS = ("derived", "per attempt", "none")
+PAYOUT_KEYS = ("derived", "approval", "per attempt", "none")
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,9 @@ class AccountService(Handler):
       version the message was approved at (optimistic concurrency).
 
     ``payout_key`` is what it sends with the payout: ``"derived"`` (``<message ID>:payout``,
-    the same on every retry), ``"per attempt"`` (a fresh UUID each time, as a key made up
+    the same on every retry of one message), ``"approval"`` (``application-<id>-v<version>:payout``,
+    derived from the business fact, the approval the payout is for, so the same for any message about
+    it, a copy re-sent under a new message ID included, and another for a later approval), ``"per attempt"`` (a fresh UUID each time, as a key made up
     on the receiving side would be) or ``"none"`` (the key is not passed on). ``payout=False``
     leaves the payout out.
 
@@ -211,10 +213,12 @@ class AccountService(Handler):
     def read(self, message: Message) -> OpenAccount:  # type: ignore[override]  # an order, not a charge
         return parse_open_account(message)
 
-    def key_for(self, message_id: str) -> str | None:
+    def key_for(self, message_id: str, order: OpenAccount) -> str | None:
         """The payout's idempotency key, by this design's rule."""
         if self.payout_key == "derived":
             return f"{message_id}:payout"
+        if self.payout_key == "approval":
+            return f"application-{order.application_id}-v{order.version}:payout"
         return str(uuid.uuid4()) if self.payout_key == "per attempt" else None
 
     def _pay(self, ctx: Context, order: OpenAccount) -> Generator[str, None, bool]:
@@ -252,6 +256,7 @@ class AccountService(Handler):
         db.record_payout(order.application_id)
 
     def _send(self, ctx: Context, order: OpenAccount) -> None:
-        response = ctx.call_provider(self.key_for(ctx.message_id), Charge(order.application_id, order.amount))
+        key = self.key_for(ctx.message_id, order)
+        response = ctx.call_provider(key, Charge(order.application_id, order.amount))
         if not response.ok:
             raise ProviderError(f"{ctx.message_id}: the payment system answered {response.status}")

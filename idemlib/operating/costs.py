@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -175,3 +176,25 @@ def batch_throughput(engines: dict[str, Callable[[], SqlPayments]], messages: li
     frame["transactions / raw"] = (frame["inbox transactions alone (msg/s)"]
                                    / frame["raw bulk insert (rows/s)"]).round(2)
     return frame
+
+
+def commit_latency(engines: dict[str, Callable[[], SqlPayments]], commits: int = 30) -> pd.Series:
+    """Median milliseconds of one small transaction (one row inserted, then its commit) on each engine: the floor
+    under every message's cost, and on SQLite and PostgreSQL the wait for the disk, if there is one, made visible.
+"""
+    medians = {}
+    for engine, make in engines.items():
+        database = make()  # held while it is used: a SQLite store removes its file when it goes
+        # Every engine's cursor here runs in autocommit: its own BEGIN and COMMIT decide, as in the consumers.
+        cursor: Any = database.connect()
+        cursor.execute("CREATE TABLE IF NOT EXISTS commit_probe (n INTEGER)")
+        timings = []
+        for _ in range(commits):
+            started = time.perf_counter()
+            cursor.execute("BEGIN")
+            cursor.execute("INSERT INTO commit_probe VALUES (1)")
+            cursor.execute("COMMIT")
+            timings.append(time.perf_counter() - started)
+        cursor.execute("DROP TABLE commit_probe")
+        medians[engine] = round(float(pd.Series(timings).median()) * 1000, 2)
+    return pd.Series(medians, name="one insert and its commit, median (ms)")

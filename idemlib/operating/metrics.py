@@ -125,3 +125,21 @@ def diagnose(signals: pd.Series) -> str:
     if signals["median handling time (s)"] > signals["lease (s)"] or signals["share of expiries while still working"] > 0.5:
         return "the handler is slower than its lease: leases run out while it still works; lengthen the lease or speed it up"
     return "acks are being lost: handling is quick, but leases run out after the ack was sent; look at the consumer-broker link"
+
+
+def handling_alert(trace: pd.DataFrame, lease_seconds: float, window_seconds: float = 900, share: float = 0.5,
+                   min_handled: int = 5) -> float | None:
+    """A leading signal: the end of the first window whose 99th-percentile handling time (a delivery to its
+    consumer's ack) passes ``share`` of the lease, counting only windows with ``min_handled`` acks; None if none.
+
+    It fires while handling is still inside the lease, before any lease runs out and any duplicate arrives.
+    """
+    keys = ["message_id", "delivery"]
+    delivered = trace[trace["event"] == "delivered"].groupby(keys)["time"].min()
+    acked = trace[trace["event"].isin(CONSUMER_ACKS) & (trace["actor"] != "broker")].groupby(keys)["time"].min()
+    handling = (acked - delivered.reindex(acked.index)).dropna()
+    windows = _window(acked.reindex(handling.index), window_seconds)
+    per_window = handling.groupby(windows.values).agg(["count", lambda seconds: seconds.quantile(0.99)])
+    per_window.columns = ["handled", "p99"]
+    late = per_window[(per_window["handled"] >= min_handled) & (per_window["p99"] > share * lease_seconds)]
+    return float(late.index.min()) + window_seconds if len(late) else None

@@ -73,9 +73,12 @@ WRITERS = (
 
 
 class OrderTable:
-    """Order rows and an inbox of IDs on an in-memory DuckDB; :meth:`reset` starts orders 1042 and 2077 over as NEW."""
+    """Order rows and an inbox of IDs on an in-memory DuckDB; :meth:`reset` starts the orders of ``existing``
+    (1042 and 2077 by default) over as NEW, version 0, and no other order has a row: a read model built from the
+    messages themselves starts with none."""
 
-    def __init__(self) -> None:
+    def __init__(self, existing: tuple[int, ...] = ORDER_IDS) -> None:
+        self.existing = existing
         self.db = duckdb.connect(":memory:", config={"threads": 1})
         self.db.execute("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, status VARCHAR, version INTEGER)")
         self.db.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
@@ -83,7 +86,8 @@ class OrderTable:
     def reset(self) -> None:
         self.db.execute("DELETE FROM orders")
         self.db.execute("DELETE FROM processed_messages")
-        self.db.execute("INSERT INTO orders SELECT unnest(?), 'NEW', 0", [list(ORDER_IDS)])
+        if self.existing:
+            self.db.execute("INSERT INTO orders SELECT unnest(?), 'NEW', 0", [list(self.existing)])
 
     def apply(self, writer: Writer, change: StatusChange) -> None:
         """Apply one delivery of ``change`` in one transaction: the inbox insert (if any) and the writer's statement."""
@@ -139,18 +143,19 @@ def label(order: tuple[StatusChange, ...]) -> str:
     return " → ".join(f"{change.order_id} {change.status}" if several else change.status for change in order)
 
 
-def explore_orderings(writers: Iterable[Writer] = WRITERS, orders: list[tuple[StatusChange, ...]] | None = None
-                      ) -> pd.DataFrame:
+def explore_orderings(writers: Iterable[Writer] = WRITERS, orders: list[tuple[StatusChange, ...]] | None = None,
+                      existing: tuple[int, ...] = ORDER_IDS) -> pd.DataFrame:
     """Run every arrival order through every writer; one row per (writer, arrival order) with the final state.
 
     An arrival order may carry one order's messages or several orders' interleaved. The
     right final state is, for each order with messages, its newest message's status, and
-    for every other order its row as it was (``NEW``, version 0): a statement that
-    forgets its ``WHERE order_id`` changes them. ``order`` names the first order that
+    for every other order its row as it was (``NEW``, version 0, for the orders of
+    ``existing``; no row for the others): a statement that forgets its ``WHERE order_id``
+    changes them. ``order`` names the first order that
     ended wrong (else the newest message's order), with its final status and version.
     """
     orders = arrival_orders() if orders is None else orders
-    table = OrderTable()
+    table = OrderTable(existing)
     rows = []
     for writer in writers:
         for order in orders:
@@ -161,7 +166,8 @@ def explore_orderings(writers: Iterable[Writer] = WRITERS, orders: list[tuple[St
             for change in order:
                 if change.order_id not in newest or change.version > newest[change.order_id].version:
                     newest[change.order_id] = change
-            others = all(table.state(other) == ("NEW", 0) for other in ORDER_IDS if other not in newest)
+            others = all(table.state(other) == (("NEW", 0) if other in existing else ("(no row)", -1))
+                         for other in {*ORDER_IDS, *existing} - newest.keys())
             wrong = [order_id for order_id, change in newest.items() if table.state(order_id)[0] != change.status]
             judged = wrong[0] if wrong else max(order, key=lambda change: change.version).order_id
             status, version = table.state(judged)

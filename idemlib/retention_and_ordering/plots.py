@@ -13,6 +13,7 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from idemlib.facts import fact
 from idemlib.pictures.plots import OKABE_ITO
 
 BLUE, ORANGE, GREEN, VERMILLION, SKY, PURPLE = (
@@ -99,7 +100,8 @@ def plot_ttl_reads(reads: pd.DataFrame, ttl_hours: float, ax: Axes | None = None
     ax.set_xlabel("hours after the markers were written (each marker: one read)")
     ax.set_ylabel("markers a read returns")
     ax.set_ylim(bottom=-2)
-    ax.set_title("Expired is not deleted: filter on the expiry attribute (key-value model)")
+    ax.set_title("Expired is not deleted: filter on the expiry attribute\n(key-value model; its deletions spread "
+                 f"over an assumed {fact('dynamodb_ttl_model_cap')}, not an AWS figure)")
     ax.legend()
     ax.grid(alpha=0.3)
     return ax

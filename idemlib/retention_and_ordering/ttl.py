@@ -97,10 +97,16 @@ def redis_expiry(ttl_ms: int = 500, key: str = "idemlib:l10:msg:m-7f3") -> pd.Da
         time.sleep(2 * ttl_ms / 1000)
         steps.append(("after the time to live: EXISTS", client.exists(key)))
         steps.append(("duplicate, after the time to live: SET NX PX", client.set(key, 1, nx=True, px=ttl_ms)))
-        version = client.info("server")["redis_version"]
+        server = client.info("server")
+        # Valkey reports its own name and version beside the Redis version it is compatible with.
+        name = str(server.get("server_name", "redis")).capitalize()
+        version = server.get(f"{name.lower()}_version", server["redis_version"])
+        policy = client.config_get("maxmemory-policy").get("maxmemory-policy", "?")
+        limit = client.config_get("maxmemory").get("maxmemory", "?")
+        steps.append(("this server's maxmemory-policy (maxmemory in bytes; 0: no limit)", f"{policy} ({limit})"))
     finally:
         client.delete(key)
     frame = pd.DataFrame([(what, "OK (claimed)" if answer is True else "nil (refused)" if answer is None else answer)
-                          for what, answer in steps], columns=[f"on Redis {version}, time to live {ttl_ms} ms",
+                          for what, answer in steps], columns=[f"on {name} {version}, time to live {ttl_ms} ms",
                                                                "answer"])
     return frame.set_index(frame.columns[0])

@@ -47,7 +47,9 @@ def _caught_names(answer: Any) -> set[str] | str:
         keys = {str(key).strip().upper(): value for key, value in answer.items()}
         if set(keys) != names:
             return f"a dict needs exactly the keys {', '.join(sorted(names))}; got {', '.join(sorted(keys)) or 'none'}"
-        if not all(isinstance(value, bool | np.bool_) for value in keys.values()):
+        # 1 and 0 read as True and False, as a spreadsheet writes them (lesson 12's check reads them so too).
+        if not all(isinstance(value, bool | np.bool_) or (isinstance(value, int | np.integer) and value in (0, 1))
+                   for value in keys.values()):
             return "each incident maps to True (the inbox survives it) or False (it charges again)"
         return {name for name, value in keys.items() if value}
     if isinstance(answer, str):
@@ -56,8 +58,8 @@ def _caught_names(answer: Any) -> set[str] | str:
     if isinstance(answer, Iterable):
         given = [str(item).strip().upper() for item in answer]
         if not set(given) <= names:
-            strangers = ", ".join(sorted(set(given) - names))
-            return f"name incidents among {', '.join(sorted(names))}; {strangers} is not one"
+            strangers = ", ".join(repr(stranger) for stranger in sorted(set(given) - names))
+            return f"name incidents by their letters among {', '.join(sorted(names))}; {strangers} is not one of them"
         return set(given)
     return f"give the letters of the incidents the inbox survives, or a dict of letter to True/False, not {answer!r}"
 
@@ -109,6 +111,9 @@ REPAID_HISTORY = (StatusChange("m-6e1", 2077, "PAID", 8), StatusChange("m-6e2", 
 furthest along (a guard that ranks statuses instead of versions fails), its versions go past 9 (compared as
 text, "10" < "9") and past 3 (a guard that knows order 1042's versions fails)."""
 
+UNRELATED_ORDER = 3000
+"""The one row exercise 2's read model already holds: an order no message is about, which must stay as it is."""
+
 
 def _interleaved() -> list[tuple]:
     """Every arrival order of each order alone, and runs with both orders' messages interleaved, and every
@@ -120,39 +125,51 @@ def _interleaved() -> list[tuple]:
 
 @exercise
 def check_version_guard(statement: Any) -> Feedback:
-    """Lesson 10: an SQL statement that applies a status change only if it is newer than the row's version.
+    """Lesson 10: one SQL statement for a read model whose rows the messages create, applying a status change
+    only if it is newer than the version the order's row has seen.
 
-    It is run on DuckDB against every arrival order of order 1042's PAID, SHIPPED and
-    REFUNDED with duplicates of the first two, every arrival order of order 2077's PAID
+    The ``orders(order_id PRIMARY KEY, status, version)`` table starts with no row for the
+    orders the messages are about (only order :data:`UNRELATED_ORDER`, which must stay NEW,
+    version 0). It is run on DuckDB against every arrival order of order 1042's PAID, SHIPPED
+    and REFUNDED with duplicates of the first two, every arrival order of order 2077's PAID
     and SHIPPED with a duplicate of PAID, runs where both orders' messages arrive
-    interleaved, and every arrival order of :data:`REPAID_HISTORY` (2077 paid again after a
-    refund, versions 8 to 10): each run must end with every order in its newest status and
-    leave an order without messages alone.
+    interleaved, and every arrival order of :data:`REPAID_HISTORY` (versions 8 to 10): each
+    run must end with every order's row in its newest status.
     """
     if (missing := blank(statement, "an SQL statement using $order_id, $status and $version")) is not None:
         return missing
     if not isinstance(statement, str):
         return hint(f"Write the statement as a string of SQL, not {type(statement).__name__}.")
     if not statement.strip():
-        return hint("The string is empty: write the UPDATE of orders that one status change runs.")
+        return hint("The string is empty: write the one statement that applies one status change.")
     if "$version" not in statement:
         return hint("The statement never looks at the message's $version, so it cannot tell old from new.")
     if "$status" not in statement:
         return hint("The statement never writes the message's $status: each message brings the status to set.")
+    if ";" in re.sub(r"--[^\n]*", "", statement).strip().rstrip(";"):  # a comment may hold a semicolon
+        return hint("That is more than one statement: write the one statement that creates the row or updates it "
+                    "(an upsert can do both), so nothing runs between two halves.")
     try:
-        explored = explore_orderings([Writer("yours", statement)], orders=_interleaved())
+        explored = explore_orderings([Writer("yours", statement)], orders=_interleaved(), existing=(UNRELATED_ORDER,))
     except duckdb.Error as error:
         return hint(f"DuckDB refused the statement: {str(error).splitlines()[0]} The table is "
-                    "orders(order_id, status, version); parameters are $order_id, $status, $version.")
+                    "orders(order_id PRIMARY KEY, status, version); parameters are $order_id, $status, $version.")
     wrong = explored[~explored["right"]]
     if wrong.empty:
-        return right(f"All {len(explored)} runs, each order alone and both interleaved, end with every order in its "
-                     "newest status: an old message, or a late duplicate, no longer overwrites newer state.")
+        return right(f"All {len(explored)} runs, each order alone and both interleaved, end with every order's row in "
+                     "its newest status, whichever message came first and created it: an old message, or a late "
+                     "duplicate, no longer overwrites newer state.")
     trampled = wrong[~wrong["other order untouched"]]
     if not trampled.empty:
         first = trampled.iloc[0]
-        return hint(f"Applying order {first['order']}'s messages ({first['arrival order']}) changed the other order's "
-                    "row too. Which rows should one message's update touch?")
+        return hint(f"Applying order {first['order']}'s messages ({first['arrival order']}) changed another order's "
+                    "row too. Which rows should one message's write touch?")
+    missing_rows = wrong[wrong["final status"] == "(no row)"]
+    if len(missing_rows) == len(wrong):
+        first = wrong.iloc[0]
+        return hint(f"After {first['arrival order']} order {first['order']} has no row at all. Here no row exists "
+                    "before the first message about an order: an UPDATE finds nothing to change. Which statement "
+                    "creates a row when there is none and changes it when there is one (section 7)?")
     if (wrong["orders in the run"] > 1).all():
         first = wrong.iloc[0]
         return hint(f"Each order's messages alone end right, but {len(wrong)} runs with both orders interleaved end "
@@ -161,5 +178,6 @@ def check_version_guard(statement: Any) -> Feedback:
                     "and nothing else?")
     first = wrong.iloc[0]
     return hint(f"{len(wrong)} of {len(explored)} arrival orders end wrong, for example order {first['order']}'s "
-                f"{first['arrival order']} ends {first['final status']} (version {first['final version']}). Does the "
-                "row remember the version it has seen, and does the update apply exactly the messages newer than it?")
+                f"{first['arrival order']} ends {first['final status']} (version {first['final version']}). When the "
+                "row already exists, does your statement change it for exactly the messages newer than the version "
+                "it holds, and remember that version (section 6)?")

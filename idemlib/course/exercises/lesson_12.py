@@ -2,103 +2,134 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from idemlib.case_study.design_review import KEY_HOURS, QUESTIONS, Design, five_questions, review
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.case_study.design_review import KEY_HOURS, QUESTIONS, RESENT_42, Design, answer_runs, run
+from idemlib.case_study.mortgage import APPLICATION_42, GUARDS, PAYOUT_KEYS
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, one_of, right
 
-__all__ = ["LONGEST_OUTAGE_HOURS", "REVIEW_EXERCISE", "check_five_answers", "check_safe_design"]
-
-REVIEW_EXERCISE = Design("inbox pruned after 2 h, reconciling", keep_hours=2, reconcile=True)
-"""The design exercise 1 asks about: the inbox, its IDs deleted after two hours, its payout intent recorded with the
-account and looked up when a delivery finds it unconfirmed."""
+__all__ = ["ANSWERS", "GUARDS", "KEEP_IDS", "LONGEST_OUTAGE_HOURS", "PAYOUT_KEYS", "REVIEW_EXERCISE",
+           "check_five_answers", "check_safe_design"]
 
 LONGEST_OUTAGE_HOURS = 30.0
-"""Exercise 2's team: the longest outage it has seen, so the latest a redelivery or a payout retry can come."""
+"""Both exercises' team: the longest outage it has seen, so the latest a redelivery or a payout retry can come."""
 
-_WORDS = {"yes": True, "y": True, "true": True, "1": True, "no": False, "n": False, "false": False, "0": False}
+REVIEW_EXERCISE = Design("aggregate version, reconciling, a key made up per call", guard="version",
+                         payout_key="per attempt", reconcile=True)
+"""The design exercise 1 asks about: the aggregate version guards the account; the payout intent is recorded with
+the account and looked up when a delivery finds it unconfirmed; but the payout key is a fresh UUID on every call."""
+
+ANSWERS = ("yes", "no")
+"""What each of the five questions is answered with (True and False, or 1 and 0, do too)."""
+
+KEEP_IDS = {"1 hour": 1.0, "1 day": 24.0, "2 days": 48.0, "7 days": 168.0, "forever": math.inf}
+"""The retentions exercise 2's team can configure for its processed IDs (the pruning job's setting)."""
 
 
-def _yes_no(value: Any) -> bool | None:
+def _yes(value: Any) -> bool | Feedback:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)) and value in (0, 1):  # 1 and 0, as a spreadsheet writes yes and no
         return bool(value)
-    if isinstance(value, str):
-        return _WORDS.get(value.strip().rstrip(".!").strip().lower())
-    return None
+    named = one_of(value, ANSWERS, "each answer")
+    return named if isinstance(named, Feedback) else named == "yes"
+
+
+CLUES = {
+    1: "a second delivery that comes at once (an ack lost, a restart, two consumers holding it): what does the "
+       "version guard find the second time? (section 5)",
+    2: "the question is about the key itself: when the payout's answer is lost, or the call is rate limited "
+       "(a 429, nothing paid), is the payout called again, and with which key? (mistake 2)",
+    3: "can a crash at any step leave the account without the version moved on, or the other way round? (section 5)",
+    4: "30 hours later the payment system has forgotten every key; what does a reconciling service do before "
+       "it sends a payout again? (mistake 4)",
+    5: "after a crash just after the payout call, what stops the next delivery from paying again: a key the "
+       "payment system still knows, or the lookup of the recorded intent? (mistake 4)",
+}
 
 
 @exercise
 def check_five_answers(answers: Any) -> Feedback:
-    """Lesson 12: the five questions answered (yes or no, in order) for :data:`REVIEW_EXERCISE`, checked by running it."""
+    """Lesson 12: the five questions answered (each "yes" or "no", in order) for :data:`REVIEW_EXERCISE`, with
+    question 4's redelivery and retry :data:`LONGEST_OUTAGE_HOURS` late, checked by running it."""
     if (missing := blank(answers, 'five answers in order, e.g. ["yes", "no", "yes", "yes", "no"]')) is not None:
         return missing
-    if isinstance(answers, dict):
-        # Keys such as "q1".."q5" or 1..5 give the order; other keys keep the order written.
-        numbers = ["".join(filter(str.isdigit, str(key))) for key in answers]
-        ordered = sorted(numbers) == ["1", "2", "3", "4", "5"]
-        answers = [answers[key] for _, key in sorted(zip(numbers, answers))] if ordered else list(answers.values())
-    if isinstance(answers, str):
-        answers = answers.replace(",", " ").split()  # "no, yes, no, no, yes" reads as five answers
-    if not hasattr(answers, "__len__") or len(answers) != 5:
-        return hint("Give a list of five answers, one per question, in the article's order.")
-    given = [_yes_no(answer) for answer in answers]
-    if None in given:
-        return hint("Answer each question with yes or no (True or False, 1 or 0 also do).")
-    measured = [verdict.startswith("yes") for verdict in five_questions(REVIEW_EXERCISE)]
+    if isinstance(answers, (str, bytes, dict)) or not hasattr(answers, "__len__") or len(answers) != 5:
+        return hint('Give a list of five answers, one per question in the lesson\'s order, each "yes" or "no".')
+    given = [_yes(answer) for answer in answers]
+    for verdict in given:
+        if isinstance(verdict, Feedback):
+            return verdict
+    measured = [ok for ok, _, _ in answer_runs(REVIEW_EXERCISE, LONGEST_OUTAGE_HOURS)]
     wrong = [number for number, (mine, truth) in enumerate(zip(given, measured), start=1) if mine != truth]
     if wrong:
-        first = wrong[0]
-        clue = {
-            1: "a second delivery that comes at once (an ack lost, a restart, a twin): is the ID still in the inbox?",
-            2: "when the payout's answer is lost, or the call is rate limited, the delivery fails and comes again; "
-               "if the payout is sent again, which key does the repeated call carry?",
-            3: "the account and the ID are saved in one transaction: can a crash at any step leave one without the other?",
-            4: "three hours later, which memory does the redelivery meet: the service's own IDs, or the payment "
-               "system's keys? How long is each kept?",
-            5: "after a crash just after the payout call, what stops the next delivery from paying the loan out "
-               "again, and does the payment system ever see a key from this service?",
-        }[first]
         count = f"{len(wrong)} of the five answers {'is' if len(wrong) == 1 else 'are'}"
-        return hint(f"{count} not what the run shows. Start with question {first}: {clue}")
-    return right("every answer matches the run: the inbox settles every prompt duplicate (1 and 3), the derived key "
-                 "and the lookup of an unconfirmed intent make a repeated payout harmless (2 and 5), but the service "
-                 "forgets its own IDs after two hours, so a redelivery three hours late opens a second account (4): "
-                 "the recorded intent protects the money, not the account.")
+        return hint(f"{count} not what the runs show. Start with question {wrong[0]}: {CLUES[wrong[0]]}")
+    return right("Every answer matches the runs: the version settles every duplicate of the account (1 and 3), "
+                 "and the recorded intent, looked up before any payout is sent again, keeps the money right "
+                 f"even {LONGEST_OUTAGE_HOURS:g} h late (4 and 5). Question 2 is still no: a rate-limited call is "
+                 "sent again under a new key, harmless here only because nothing was paid; a timeout while the "
+                 "lookup cannot yet see the payout would pay twice.")
+
+
+DESIGN_CLUES = {
+    1: "What does your guard still know when the second delivery comes, after a restart or while a twin works? "
+       "(mistakes 1 and 3)",
+    2: "Where is the key made, and is it the same on the next call? (mistake 2)",
+    3: "Is the record of what was done written in the same transaction as the account? (mistake 1)",
+    4: f"{LONGEST_OUTAGE_HOURS:g} h is past the payment system's {KEY_HOURS:g} h key window, and maybe past your own "
+       "IDs' retention: which memory is left when the retry comes, and what can the service look up instead of "
+       "sending the payout again? (mistake 4)",
+    5: "Does the payment system see a key from you at all? (mistake 5)",
+}
+
+
+def _design(answer: Any) -> Design | Feedback:
+    keys = {"guard", "payout_key", "keep_ids", "reconcile"}
+    example = '{"guard": ..., "payout_key": ..., "keep_ids": ..., "reconcile": ...}'
+    if not isinstance(answer, dict):
+        return hint(f"Give the design as a dict {example}, not {type(answer).__name__}.")
+    if set(answer) != keys:
+        return hint(f"The dict needs exactly the keys {sorted(keys)}; got {sorted(map(str, answer))}.")
+    guard = one_of(answer["guard"], GUARDS, "the guard")
+    key = one_of(answer["payout_key"], PAYOUT_KEYS, "the payout key")
+    keep = one_of(answer["keep_ids"], KEEP_IDS, "keep_ids")
+    for named in (guard, key, keep):
+        if isinstance(named, Feedback):
+            return named
+    reconcile = answer["reconcile"]
+    if not isinstance(reconcile, (bool, np.bool_)):
+        return hint(f"reconcile is True or False, not {reconcile!r}.")
+    return Design("yours", guard=str(guard), payout_key=str(key), keep_hours=KEEP_IDS[str(keep)],
+                  reconcile=bool(reconcile))
 
 
 @exercise
 def check_safe_design(design: Any) -> Feedback:
-    """Lesson 12: a :class:`Design` for which the runs answer all five questions yes, retries up to
-    :data:`LONGEST_OUTAGE_HOURS` late included."""
-    example = 'Design("mine", guard=..., payout_key=..., keep_hours=..., reconcile=...)'
-    if (missing := blank(design, f"a Design(...), e.g. {example}")) is not None:
+    """Lesson 12: a design, as a dict of named options, for which the runs answer all five questions yes with
+    retries up to :data:`LONGEST_OUTAGE_HOURS` late, and the same approval re-sent under a new message ID opens one
+    account and pays once."""
+    if (missing := blank(design, 'a dict {"guard": ..., "payout_key": ..., "keep_ids": ..., "reconcile": ...}')
+            ) is not None:
         return missing
-    if not isinstance(design, Design):
-        return hint(f"That is a {type(design).__name__}; build a {example}.")
-    try:
-        answers = review((design,), outage_hours=LONGEST_OUTAGE_HOURS).iloc[0]
-    except (ValueError, TypeError) as error:
-        return hint(f"That design does not run: {error}")
-    failing = [(number, answer) for number, answer in enumerate(answers, start=1) if answer != "yes"]
+    built = _design(design)
+    if isinstance(built, Feedback):
+        return built
+    failing = [(number, short) for number, (ok, short, _) in
+               enumerate(answer_runs(built, LONGEST_OUTAGE_HOURS), start=1) if not ok]
     if failing:
-        asked = "; ".join(f"question {number}, {QUESTIONS[number - 1]!r} ({answer})" for number, answer in failing)
-        return hint(f"The runs answer {asked}. five_questions(my_design, {LONGEST_OUTAGE_HOURS:g}) shows what "
-                    "each run measured; change one setting and check again.")
-    if design.guard == "inbox" and design.keep_hours <= LONGEST_OUTAGE_HOURS:
-        # At exactly the outage the run passes only because the ID was saved a few simulated seconds after
-        # the first delivery began: a boundary, not a margin.
-        return hint(f"Your inbox keeps its IDs {design.keep_hours:g} h and the longest outage is "
-                    f"{LONGEST_OUTAGE_HOURS:g} h: the runs pass only by the few seconds between the first delivery "
-                    "and the moment its ID was saved. The reference article: the retention period must be longer "
-                    "than the longest possible retry. Is yours?")
-    kept = "forever" if design.keep_hours == float("inf") else f"{design.keep_hours:g} h"
-    # Only the inbox keeps processed IDs; the constraint and the version keep the business fact itself.
-    memory = f"its own IDs kept {kept}" if design.guard == "inbox" else "no table of IDs to prune"
-    return right(f"{design.guard} with a {design.payout_key} key, {memory}, its payout intent recorded and "
-                 f"looked up when unconfirmed, answers all five questions yes with a redelivery and a retry "
-                 f"{LONGEST_OUTAGE_HOURS:g} h late. The payment system may still forget a key once it is "
-                 f"{KEY_HOURS:g} h old; your recorded intent and its lookup, not its memory, stop the second payout.")
+        number, short = failing[0]
+        return hint(f"With the retries {LONGEST_OUTAGE_HOURS:g} h late, question {number}, "
+                    f"{QUESTIONS[number - 1]!r}, comes out no ({short}). {DESIGN_CLUES[number]}")
+    resent = run(built, messages=(APPLICATION_42, RESENT_42))
+    if not resent.once:
+        return hint(f"The same approval re-sent under a new message ID ends as {resent}: your guard remembers the "
+                    "message, not the business fact, and a copy with another ID is new to it (section 5, the runs "
+                    "that tell the designs apart).")
+    return right(f"All five questions yes with retries {LONGEST_OUTAGE_HOURS:g} h late, and one account and one "
+                 "payout for an approval re-sent under a new ID. The payment system still "
+                 f"forgets a key once it is {KEY_HOURS:g} h old: the recorded intent and its lookup, not its "
+                 "memory, stop the second payout.")
