@@ -1,5 +1,6 @@
-"""Hand-ins for the grading tests: a two-exercise lesson made for them (it calls lesson 01's real checks,
-so its runs start fast) and student copies of it with answers and edits."""
+"""Hand-ins for the grading tests: a three-exercise lesson made for them (its checks, in grading_checks.py,
+follow the course's contract: two take plain data, one a function) and student copies of it with answers
+and edits."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from idemlib.course.publish import student_copy
 
-SETUP = "from idemlib.course.exercises import check_triple_charge, check_overcharge\nfrom idemlib import FaultPlan, LostAck"
-RIGHT = 'plan = FaultPlan(lost_acks=[LostAck(1), LostAck(2)])'
+SETUP = "from grading_checks import check_message_key, check_overcharge, check_triple_charge"
+RIGHT = "plan = [1, 2]"
+KEY_RIGHT = "def key(message):\n    return message['id']"
 
 
 def tiny_lesson() -> nbformat.NotebookNode:
-    """A lesson with two exercises, in the course's form (goals, solution cells, checks)."""
+    """A lesson with three exercises, in the course's form (goals, solution cells, checks)."""
     def solution(source: str) -> nbformat.NotebookNode:
         cell = new_code_cell(source)
         cell.metadata["tags"] = ["solution"]
@@ -28,6 +30,9 @@ def tiny_lesson() -> nbformat.NotebookNode:
         new_markdown_cell("**Exercise 2.** The overcharge."),
         solution("answer = 0"),
         new_code_cell("check_overcharge(answer, messages=20)"),
+        new_markdown_cell("**Exercise 3.** A message's key."),
+        solution(KEY_RIGHT),
+        new_code_cell("check_message_key(key)"),
         new_markdown_cell("## Summary"),
     ])
 
