@@ -79,15 +79,10 @@ class Grade:
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise as the lesson sets it: the check's name, its cell's code, and the lesson's words for it."""
+    """An exercise as the lesson sets it: the check's name and the lesson's words for it."""
 
     name: str
-    check_source: str
     words: str = ""
-
-
-def _normalised(source: str) -> str:
-    return "\n".join(line.rstrip() for line in source.strip().splitlines())
 
 
 def exercises_of(lesson: NotebookNode) -> list[Exercise]:
@@ -98,7 +93,7 @@ def exercises_of(lesson: NotebookNode) -> list[Exercise]:
         if (cell.cell_type == "code" and "solution" in before.metadata.get("tags", [])
                 and (name := called_check(cell.source))):
             prose = [c.source for c in lesson.cells[:position] if c.cell_type == "markdown"]
-            found.append(Exercise(name, _normalised(cell.source), _first_sentence(prose[-1] if prose else "")))
+            found.append(Exercise(name, _first_sentence(prose[-1] if prose else "")))
     return found
 
 

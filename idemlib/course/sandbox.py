@@ -119,7 +119,10 @@ def readable_paths(course: Path | None = None) -> list[Path]:
     and the course's package with its data folder (``course``, a folder holding both; by default the checkout's)."""
     package = Path(idemlib.__file__).resolve().parent
     shown = [course.resolve()] if course is not None else [package, package.parent / "data"]
-    paths = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *shown}
+    # Packages installed outside the venv's own folder (a site folder another one adds) are Python's too.
+    base = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *shown}
+    sites = {Path(entry).resolve() for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")}
+    paths = base | {site for site in sites if not any(site.is_relative_to(path) for path in base)}
     return sorted(path for path in paths if path.exists())
 
 
