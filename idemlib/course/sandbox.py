@@ -22,7 +22,7 @@ Two ways, the first that works here is used, and the grades name it:
 The budget: as root, where the kernel's control groups can be written (v2, or v1's
 memory, pids and cpu), each sandbox gets a group of its own bounding the memory of all
 its processes together (its tmpfs pages included), their number and their CPU share
-(:class:`Budget`). Everywhere, each process's address space, file size, open files and
+(:class:`idemlib.course.budget.Budget`). Everywhere, each process's address space, file size, open files and
 CPU seconds are bounded, the processes of the sandbox's user are counted (as root a
 user of its own; without root, the teacher's user, so a fork bomb is stopped at that
 limit or at the time limit, whichever comes first), and the time. What the code prints
@@ -48,6 +48,7 @@ from functools import cache
 from pathlib import Path
 
 import idemlib
+from idemlib.course.budget import Budget, budget_kind  # noqa: F401 - budget_kind: how a sandbox is bounded here
 
 BUBBLEWRAP, DEDICATED_USER = "bubblewrap", "dedicated user"
 FIRST_UID = 61000  # the unprivileged users sandboxes run as, from 61000 on (no account needed)
@@ -280,110 +281,6 @@ def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: lis
             reader.join(timeout=10)
         os.close(read_end)
         return Outcome(returncode, bytes(report), errors.decode(errors="replace"), uid)
-
-
-CGROUPS = Path("/sys/fs/cgroup")
-V1 = ("memory", "pids", "cpu")
-
-
-def budget_kind() -> str:
-    """How a whole sandbox's memory, processes and CPU are bounded here: ``cgroup v2``, ``cgroup v1`` or
-    ``per process`` (no control group this process may write: not root, or none delegated)."""
-    if os.geteuid() != 0:
-        return "per process"
-    if (CGROUPS / "cgroup.controllers").exists():
-        return "cgroup v2" if _v2_parent() is not None else "per process"
-    if all((CGROUPS / name / "cgroup.procs").exists() for name in V1) and _v1_parent_writable():
-        return "cgroup v1"
-    return "per process"
-
-
-@cache
-def _v2_parent() -> Path | None:
-    parent = CGROUPS / "idemlib-sandboxes"
-    try:
-        parent.mkdir(exist_ok=True)
-        for folder in (CGROUPS, parent):
-            (folder / "cgroup.subtree_control").write_text("+memory +pids +cpu")
-        return parent
-    except OSError:
-        return None
-
-
-@cache
-def _v1_parent_writable() -> bool:
-    try:
-        for name in V1:
-            (CGROUPS / name / "idemlib-sandboxes").mkdir(exist_ok=True)
-        return True
-    except OSError:
-        return False
-
-
-class Budget:
-    """A control group of its own for one sandbox, bounding all its processes together; nothing where none
-    can be had (:func:`budget_kind`)."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits, self.kind, self.groups = limits, budget_kind(), []
-
-    def __enter__(self) -> Budget:
-        name = f"run-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
-        quota = int(self.limits.cpus * 100_000)
-        try:
-            if self.kind == "cgroup v2":
-                group = _v2_parent() / name
-                group.mkdir()
-                self.groups = [group]
-                (group / "memory.max").write_text(str(self.limits.sandbox_memory_bytes))
-                (group / "memory.swap.max").write_text("0") if (group / "memory.swap.max").exists() else None
-                (group / "pids.max").write_text(str(self.limits.processes))
-                (group / "cpu.max").write_text(f"{quota} 100000")
-            elif self.kind == "cgroup v1":
-                self.groups = [CGROUPS / kind / "idemlib-sandboxes" / name for kind in V1]
-                for group in self.groups:
-                    group.mkdir()
-                memory, pids, cpu = self.groups
-                (memory / "memory.limit_in_bytes").write_text(str(self.limits.sandbox_memory_bytes))
-                (pids / "pids.max").write_text(str(self.limits.processes))
-                (cpu / "cpu.cfs_period_us").write_text("100000")
-                (cpu / "cpu.cfs_quota_us").write_text(str(quota))
-        except OSError:
-            self.stop()
-            self.kind = "per process"
-        return self
-
-    def entering(self) -> list[str]:
-        """A prefix that moves the command into the group before it starts (``sh`` writes its own pid)."""
-        if not self.groups:
-            return []
-        moves = "; ".join(f'echo $$ > "{group / "cgroup.procs"}" || exit 111' for group in self.groups)
-        return ["/bin/sh", "-c", f'{moves}; exec "$@"', "sh"]
-
-    def stop(self) -> None:
-        """Kill whatever is left in the group, then remove it."""
-        for group in self.groups:
-            for _ in range(100):
-                try:
-                    pids = [int(pid) for pid in (group / "cgroup.procs").read_text().split()]
-                except OSError:
-                    break
-                if not pids:
-                    break
-                for pid in pids:
-                    try:
-                        os.kill(pid, 9)
-                    except OSError:
-                        continue
-                time.sleep(0.02)
-            try:
-                group.rmdir()
-            except OSError:
-                continue
-        self.groups = []
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def check_dedicated_user(python: str, unreadable: list[Path], needs: tuple[str, ...] = ("IPython", "duckdb")) -> None:
