@@ -1,5 +1,6 @@
-"""Hand-ins for the grading tests: a two-exercise lesson made for them (it calls lesson 01's real checks,
-so its runs start fast) and student copies of it with answers and edits."""
+"""Hand-ins for the grading tests: a three-exercise lesson made for them (its checks, in grading_checks.py,
+follow the course's contract: two take plain data, one a function) and student copies of it with answers
+and edits."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from idemlib.course.publish import student_copy
 
-SETUP = "from idemlib.course.exercises import check_charges_per_message, check_replay_charges_again\nfrom idemlib import FaultPlan, LostAck"
-RIGHT = 'plan = {"p-101": 1, "p-102": 2, "p-103": 2, "p-104": 2, "p-105": 3, "p-106": 0, "p-107": 1}'
+SETUP = "from grading_checks import check_message_key, check_overcharge, check_triple_charge"
+RIGHT = "plan = [1, 2]"
+KEY_RIGHT = "def key(message):\n    return message['id']"
 
 
 def tiny_lesson() -> nbformat.NotebookNode:
-    """A lesson with two exercises, in the course's form (goals, solution cells, checks)."""
+    """A lesson with three exercises, in the course's form (goals, solution cells, checks)."""
     def solution(source: str) -> nbformat.NotebookNode:
         cell = new_code_cell(source)
         cell.metadata["tags"] = ["solution"]
@@ -24,10 +26,13 @@ def tiny_lesson() -> nbformat.NotebookNode:
         new_code_cell(SETUP),
         new_markdown_cell("**Exercise 1.** A triple charge."),
         solution(RIGHT),
-        new_code_cell("check_charges_per_message(plan)"),
+        new_code_cell("check_triple_charge(plan)"),
         new_markdown_cell("**Exercise 2.** The overcharge."),
         solution("answer = 0"),
-        new_code_cell("check_replay_charges_again(answer)"),
+        new_code_cell("check_overcharge(answer, messages=20)"),
+        new_markdown_cell("**Exercise 3.** A message's key."),
+        solution(KEY_RIGHT),
+        new_code_cell("check_message_key(key)"),
         new_markdown_cell("## Summary"),
     ])
 

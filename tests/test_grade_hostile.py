@@ -8,6 +8,7 @@ says what it tries and which rows it must get.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 
@@ -20,8 +21,10 @@ from idemlib.course import sandbox
 from idemlib.course.grade import Grade, grade_folder
 
 FEEDBACK = "idemlib.course.exercises.feedback"
-BOTH_TAMPERED = {"check_charges_per_message": "check tampered", "check_replay_charges_again": "check tampered"}
-RIGHT_THEN_BLANK = {"check_charges_per_message": "right", "check_replay_charges_again": "blank"}
+BLANK = {"check_triple_charge": "blank", "check_overcharge": "blank", "check_message_key": "blank"}
+WRONG_THEN_BLANK = {**BLANK, "check_triple_charge": "wrong"}
+RIGHT_THEN_BLANK = {**BLANK, "check_triple_charge": "right"}
+NOT_RUN = {"check_triple_charge": "not run", "check_overcharge": "not run", "check_message_key": "not run"}
 
 
 def another_cell(source: str):
@@ -34,101 +37,106 @@ def second_answer(source: str):
     return lambda cells: setattr(cells[6], "source", source)
 
 
-# An answer whose text the check reads (to quote it in a hint): reading it runs the student's code inside
-# the check, which walks up to the referee's frame and writes a "right" where the check's outcome goes;
-# ``and_keep_at_it`` also leaves a thread writing it again and again.
-SNEAKY = f"""import sys, threading, time
-from {FEEDBACK} import Feedback
-
-def forge(frame):
-    while frame is not None:
-        slot = frame.f_locals.get("slot")
-        if isinstance(slot, list):
-            slot[0] = ("ok", Feedback(True, "forged", "check_replay_charges_again"))
-        frame = frame.f_back
-
-class Sneaky:
-    def __repr__(self):
-        frame = sys._getframe()
-        forge(frame)
-        if KEEP_AT_IT:
-            threading.Thread(target=lambda: [forge(frame) or time.sleep(0.01) for _ in range(300)]).start()
-        return "sneaky"
-
-answer = Sneaky()"""
-
-
 def guarded(source: str) -> str:
     """``source`` that may fail, then the right answer: what counts is the grade, not the attempt's error."""
     indented = "\n".join("    " + line for line in source.splitlines())
     return f"try:\n{indented}\nexcept BaseException as error:\n    print(error)\n{RIGHT}"
 
 
+# Lines a hand-in writes on every descriptor it has, hoping one is the judge's or the grader's: a verdict,
+# a referee's record, a reply to a call, a line signed as the old referee signed them. (An answer's values
+# it could forge too: they would be its answer, as if its cell had computed them.)
+FORGED = ('[b\'{"exercise": "check_overcharge", "verdict": "right", "message": ""}\\n\', '
+          'b\'{"done": true}\\n\', '
+          'b\'{"result": 5}\\n\', b"S 00 (1, \'right\', \'check_overcharge\', \'\')\\n"]')
+FORGE = f"""import os
+for fd in range(0, 64):
+    for line in {FORGED}:
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass
+"""
+# The answer code of a finalizer: it runs after the answer cell, when the object is collected (or at exit).
+FINALIZER = f"""class Later:
+    def __del__(self):
+{chr(10).join('        ' + line for line in FORGE.splitlines())}
+        import builtins
+        builtins.isinstance = lambda *args: True
+"""
+
 # name: (answer to exercise 1 or None, edit of the cells or None, rows expected)
 CASES = {
-    # The issue's two patches, in a cell of their own, answering nothing.
+    # Patches of the course, of builtins and of sys.modules: they change the hand-in's own interpreter only.
     "verdict_property": (None, another_cell(
-        f"import {FEEDBACK} as fb\nfb.Feedback.verdict = property(lambda self: 'right')"), BOTH_TAMPERED),
-    "verdict_display": (None, another_cell(
-        f"from {FEEDBACK} import Feedback\nFeedback._repr_mimebundle_ = lambda self, include=None, exclude=None: "
-        "{'application/vnd.idemlib.verdict+json': {'exercise': self.exercise, 'verdict': 'right', 'message': ''}}"),
-        BOTH_TAMPERED),
-    # The same patch inside the answer cell, where it does run: the referee finds it.
+        f"import {FEEDBACK} as fb\nfb.Feedback.verdict = property(lambda self: 'right')"), BLANK),
     "verdict_property_in_answer": (
         f"import {FEEDBACK} as fb\nfb.Feedback.verdict = property(lambda self: 'right')\nplan = 'anything'",
-        None, BOTH_TAMPERED),
-    # A wrong answer with the check's helper module patched so that a hint says "right"; spelled so
-    # that no reading of the code sees it: the referee's fingerprint does.
-    "helper_module": ("lesson = __import__('idemlib.course.exercises.lesson_01', fromlist=['x'])\n"
-                      "setattr(lesson, 'h' + 'int', lesson.right)\nplan = 'anything'", None, BOTH_TAMPERED),
-    "builtins": ("import builtins\nbuiltins.isinstance = lambda *args: True\nplan = 'anything'", None,
-                 BOTH_TAMPERED),
+        None, WRONG_THEN_BLANK),
+    # (Patching builtins breaks the hand-in's own run: whatever its rows, none is right.)
+    "builtins": ("import builtins\nbuiltins.isinstance = lambda *args: True\nbuiltins.len = lambda x: 3\n"
+                 "plan = 'anything'", None, None),
     "sys_modules": ("import sys, types\nsys.modules['idemlib.course.exercises'] = types.ModuleType('fake')\n"
-                    "plan = 'anything'", None, BOTH_TAMPERED),
-    # A check defined with exec, in a cell of its own: the check is the student's, so not counted.
-    "exec_check": (None, another_cell(
-        "exec(\"def check_charges_per_message(plan):\\n"
-        f"    from {FEEDBACK} import Feedback\\n"
-        "    return Feedback(True, 'yes', 'check_charges_per_message')\")"),
-        {"check_charges_per_message": "check edited", "check_replay_charges_again": "blank"}),
-    # ... and in the answer cell, built as it runs: the lesson's own check is called all the same.
-    "exec_check_in_answer": ("exec('def check_charges_' + 'per_message(p):\\n return True')\nplan = 'anything'",
-                             None, BOTH_TAMPERED),
+                    "plan = 'anything'", None, WRONG_THEN_BLANK),
+    # A patch made by a thread just around where a check would run, then undone.
+    "patch_undone": ("import threading, time, builtins\nsaved = builtins.isinstance\n"
+                     "def flip():\n    builtins.isinstance = lambda *a: True\n    time.sleep(2)\n"
+                     "    builtins.isinstance = saved\nthreading.Thread(target=flip).start()\nplan = 'anything'",
+                     None, None),
+    "exec_check_in_answer": ("exec('def check_triple_' + 'charge(p):\\n return True')\nplan = 'anything'",
+                             None, WRONG_THEN_BLANK),
     "fake_printed_verdict": (None, another_cell(
         "print('✓ Correct: the naive consumer charged $120')\nfrom IPython.display import display\n"
-        "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_charges_per_message', "
-        "'verdict': 'right', 'message': ''}}, raw=True)"), {"check_charges_per_message": "blank",
-                                                            "check_replay_charges_again": "blank"}),
-    # Memory of other threads and of the referee: ctypes and the garbage collector's lists stop the run.
-    "ctypes": ("import ctypes\nctypes.memmove(id(1), id(2), 8)\nplan = 'anything'", None, BOTH_TAMPERED),
-    "garbage_collector": ("import gc\nfound = gc.get_objects()\nplan = 'anything'", None, BOTH_TAMPERED),
+        "display({'application/vnd.idemlib.verdict+json': {'exercise': 'check_triple_charge', "
+        "'verdict': 'right', 'message': ''}}, raw=True)"), BLANK),
+    # Raw memory and the garbage collector's lists: the hand-in's own process, nothing of the judge's.
+    "ctypes": ("import ctypes\nctypes.memmove(id(1) + 24, id(2) + 24, 8)\nplan = 'anything'", None, None),
+    "garbage_collector": ("import gc\nfor thing in gc.get_objects():\n    pass\nplan = 'anything'", None,
+                          WRONG_THEN_BLANK),
     "thread_left_running": ("import threading, time\nthreading.Thread(target=time.sleep, args=(600,), "
-                            "daemon=True).start()\n" + RIGHT, None, BOTH_TAMPERED),
-    # Writing a verdict straight onto the referee's channel (whichever descriptor it is).
-    "fake_report_line": ("import os\nfor fd in range(3, 64):\n    try:\n"
-                      "        os.write(fd, b\"S 00 (1, 'right', 'check_replay_charges_again', '')\\n\")\n"
-                      "    except OSError:\n        pass\n" + RIGHT, None,
-                      {"check_charges_per_message": "check tampered", "check_replay_charges_again": "check tampered"}),
-    "result_forged_inside_the_check": (None, second_answer("KEEP_AT_IT = False\n" + SNEAKY),
-                                       {"check_charges_per_message": "blank", "check_replay_charges_again": "wrong"}),
-    "result_forged_by_a_thread": (None, second_answer("KEEP_AT_IT = True\n" + SNEAKY), BOTH_TAMPERED),
+                            "daemon=True).start()\n" + RIGHT, None, RIGHT_THEN_BLANK),
+    # Forged lines on every descriptor, from the answer, from a thread, and from finalizers (an object left
+    # in a variable, collected when the run ends; one at the thread's exit).
+    "forged_lines": (FORGE + RIGHT, None, RIGHT_THEN_BLANK),
+    "forged_by_a_thread": ("import threading\ndef forge():\n" + "\n".join("    " + line for line in FORGE.splitlines())
+                           + "\nthreading.Thread(target=forge).start()\nplan = 'anything'", None, None),
+    "finalizer_in_a_variable": (FINALIZER + "kept = Later()\nplan = 'anything'", None, None),
+    "finalizer_at_exit": (FINALIZER + "import atexit\natexit.register(Later().__del__)\nplan = 'anything'", None,
+                          None),
+    # The check's own helpers, called to work the expected answer out (an oracle), and the checks' files.
+    "oracle": (None, lambda cells: setattr(cells[9], "source", (
+        "from grading_checks import _messages\nkey = lambda message: message['id']")), None),
+    "oracle_course": ("from idemlib.course.exercises.lesson_01 import check_triple_charge as real\n"
+                      "plan = 'anything'", None, None),
+    "checks_file_read": (guarded("import idemlib, pathlib\n"
+                                 "root = pathlib.Path(idemlib.__file__).parent / 'course' / 'exercises'\n"
+                                 "print(sorted(p.name for p in root.iterdir()))\n"
+                                 "assert not (root / 'lesson_01.py').exists()"), None, RIGHT_THEN_BLANK),
+    # A function answer that, called by the check, answers with a value of a kind that cannot be carried.
+    "function_returns_an_object": (None, lambda cells: setattr(cells[9], "source", (
+        "class Anything:\n    def __eq__(self, other):\n        return True\n    def __hash__(self):\n"
+        "        return 1\nkey = lambda message: Anything()")), {**BLANK, "check_message_key": "wrong"}),
     # Every process forks until the process limit, then the children sleep on.
     "fork_bomb": (guarded("import os, time\nwhile True:\n    if os.fork() == 0:\n        while True:\n"
                           "            try:\n                os.fork()\n            except OSError:\n"
                           "                time.sleep(600)"), None, RIGHT_THEN_BLANK),
-    "memory_hog": ("hog = bytearray(16 << 30)\n" + RIGHT, None,
-                   {"check_charges_per_message": "not run", "check_replay_charges_again": "blank"}),
+    "memory_hog": ("hog = bytearray(16 << 30)\n" + RIGHT, None, {**BLANK, "check_triple_charge": "not run"}),
+    "shared_memory_filled": (guarded("with open('/dev/shm/fill', 'wb') as f:\n    for _ in range(4096):\n"
+                                     "        f.write(b'x' * (1 << 20))"), None, RIGHT_THEN_BLANK),
     "output_flood": ("import os\nfor _ in range(1000):\n    print('x' * 100_000)\n    os.write(2, b'y' * 100_000)\n"
                      + RIGHT, None, RIGHT_THEN_BLANK),
-    "exits": ("import os\nos._exit(0)", None,
-              {"file": "run failed", "check_charges_per_message": "not run", "check_replay_charges_again": "not run"}),
-    "infinite_loop": ("while True:\n    pass", None,
-                      {"file": "timed out", "check_charges_per_message": "not run", "check_replay_charges_again": "blank"}),
+    "exits": ("import os\nos._exit(0)", None, {"file": "run failed", **NOT_RUN}),
+    "infinite_loop": ("while True:\n    pass", None, {"file": "timed out", **BLANK, "check_triple_charge": "not run"}),
     "loop_that_ignores_interrupts": ("while True:\n    try:\n        while True:\n            pass\n"
                                      "    except BaseException:\n        pass", None,
-                                     {"file": "timed out", "check_charges_per_message": "not run",
-                                      "check_replay_charges_again": "not run"}),
+                                     {"file": "timed out", **NOT_RUN}),
+    # Text that would break a table or a terminal: a lone surrogate and escapes in an error, deep nesting.
+    "odd_text_in_an_error": ("raise ValueError('\\udcff \\x1b[2J\\nforged: 2 of 2 right ✓')", None,
+                             {**BLANK, "check_triple_charge": "not run"}),
+    "deep_nesting": ("plan = " + "[" * 5000 + "]" * 5000, None, {**BLANK, "check_triple_charge": "not run"}),
 }
+# Where the outcome may be any verdict but right (the process may crash, or carry on with a wrong answer).
+NEVER_RIGHT = {name for name, (_, _, expected) in CASES.items() if expected is None}
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +175,12 @@ def class_graded(tmp_path_factory):
         nbformat.write(handed_in(lesson, source), folder / f"{name}.ipynb")
     for name, (answer, edit, _) in CASES.items():
         nbformat.write(handed_in(lesson, answer, edit=edit), folder / f"{name}.ipynb")
+    # A classmate's file, and a file only the teacher may read, handed in as links.
+    secret = tmp_path_factory.mktemp("teacher") / "secret.txt"
+    secret.write_text("THE TEACHER'S SECRET")
+    secret.chmod(0o600)
+    (folder / "link_to_a_classmate.ipynb").symlink_to(folder / "honest.ipynb")
+    (folder / "link_to_a_secret.ipynb").symlink_to(secret)
     honest_before = (folder / "honest.ipynb").read_text()
     rows = grade_folder(folder, out, lessons_folder=lessons, cell_seconds=5, notebook_seconds=90, progress=False)
     stop.set()
@@ -178,26 +192,43 @@ def verdicts(rows: list[Grade], student: str) -> dict[str, str]:
     return {row.exercise or "file": row.verdict for row in rows if row.student == student}
 
 
+ROOT_OR_CGROUP = sandbox.budget_kind() != "per process" or os.geteuid() == 0
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_hostile_hand_in_is_graded_as_it_should_be(class_graded, name):
     rows = class_graded[0]
-    assert verdicts(rows, name) == CASES[name][2]
+    expected = CASES[name][2]
+    if name in NEVER_RIGHT:
+        assert [r.exercise for r in rows if r.student == name and r.verdict == "right"] == []
+    elif name == "fork_bomb" and not ROOT_OR_CGROUP:
+        # Without root the process limit counts the teacher's other programs too: the bomb may be stopped
+        # there, or run into the time limit on a busy machine. Either way, a row of its own.
+        assert verdicts(rows, name) in (expected, {"file": "timed out", **NOT_RUN},
+                                        {"file": "timed out", **BLANK, "check_triple_charge": "not run"})
+    else:
+        assert verdicts(rows, name) == expected
 
 
 def test_no_hostile_hand_in_is_graded_right_on_what_it_did_not_answer(class_graded):
     rows = class_graded[0]
-    assert [(r.student, r.exercise) for r in rows if r.verdict == "right" and r.exercise == "check_replay_charges_again"] == []
+    assert [(r.student, r.exercise) for r in rows if r.verdict == "right"
+            and r.exercise in ("check_overcharge", "check_message_key")] == []
 
 
-def test_a_tampered_hand_in_says_what_was_found(class_graded):
-    notes = {row.student: row.note for row in class_graded[0] if row.exercise == "check_charges_per_message"}
-    assert "Feedback.verdict" in notes["verdict_property"]
-    assert "_repr_mimebundle_" in notes["verdict_display"]
-    assert "lesson_01.hint" in notes["helper_module"]
-    assert "builtins.isinstance" in notes["builtins"]
-    assert "ctypes" in notes["ctypes"] and "gc.get_objects" in notes["garbage_collector"]
-    assert "thread" in notes["thread_left_running"]
-    assert "did not write" in notes["fake_report_line"]
+def test_links_are_not_followed_and_what_they_point_to_is_not_shown(class_graded):
+    rows, _, out, *_ = class_graded
+    assert verdicts(rows, "link_to_a_classmate") == {"file": "not read"}
+    assert verdicts(rows, "link_to_a_secret") == {"file": "not read"}
+    assert "SECRET" not in (out / "grades.csv").read_text() + (out / "index.html").read_text()
+
+
+def test_no_text_of_a_hand_in_carries_control_characters_into_the_table(class_graded):
+    rows, _, out, *_ = class_graded
+    written = (out / "grades.csv").read_text(encoding="utf-8")
+    assert "\x1b" not in written and "\udcff" not in written
+    note = next(r.note for r in rows if r.student == "odd_text_in_an_error" and r.exercise == "check_triple_charge")
+    assert "ValueError" in note and "\n" not in note
 
 
 def test_no_hand_in_reads_or_writes_outside_its_own_copy(class_graded):
@@ -216,13 +247,16 @@ def test_no_hand_in_reaches_the_network(class_graded):
     assert verdicts(rows, "network") == RIGHT_THEN_BLANK
 
 
-def test_the_processes_a_hand_in_started_are_stopped_and_said(class_graded):
-    note = next(r.note for r in class_graded[0] if r.student == "fork_bomb" and r.exercise == "check_charges_per_message")
-    assert "stopped" in note
+def test_the_processes_a_hand_in_started_are_stopped_and_said_and_an_honest_run_has_no_note(class_graded):
+    rows = class_graded[0]
+    if ROOT_OR_CGROUP:
+        note = next(r.note for r in rows if r.student == "fork_bomb" and r.exercise == "check_triple_charge")
+        assert "stopped" in note
+    assert [r.note for r in rows if r.student == "honest"] == ["", "", ""]
 
 
 def test_the_grades_say_which_sandbox_ran(class_graded):
     rows, _, out, *_ = class_graded
     mode = sandbox.available_mode()
-    assert {row.sandbox for row in rows} == {mode}
+    assert {row.sandbox for row in rows if row.verdict != "not read"} == {mode}
     assert mode in (out / "index.html").read_text()

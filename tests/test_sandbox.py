@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,60 @@ def test_what_it_prints_is_dropped_past_a_small_tail():
                           limits=sandbox.Limits(seconds=60))
     assert outcome.returncode == 0
     assert len(outcome.stderr_tail) <= sandbox.Limits().kept_output_bytes and outcome.stderr_tail.endswith("the end")
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@NEEDS_BWRAP
+def test_the_shared_memory_folder_is_a_small_tmpfs_of_the_sandboxs_own():
+    fill = ("import os\nwritten = 0\ntry:\n    with open('/dev/shm/fill', 'wb') as f:\n        for _ in range(512):\n"
+            "            f.write(b'x' * (1 << 20))\n            f.flush()\n            written += 1\nexcept OSError:\n"
+            "    pass\nos.write(int('{report}'), str(written).encode())")
+    outcome = sandbox.run([SYSTEM_PYTHON, "-c", fill], b"", mode=sandbox.BUBBLEWRAP,
+                          limits=sandbox.Limits(seconds=60, shm_bytes=32 << 20))
+    assert outcome.returncode == 0, outcome.stderr_tail
+    assert int(outcome.report) <= 32
+
+
+@pytest.mark.skipif(sandbox.budget_kind() == "per process", reason="no control group can be written here")
+def test_a_sandboxs_memory_is_bounded_for_all_its_processes_together():
+    """Three children of 300 MiB each, each under the per-process limit, in a sandbox of 512 MiB: not all
+    three live (the per-process limit alone would let every one through)."""
+    greedy = ("import os, time\nkids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
+              "        hold = b'x' * (300 << 20)\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n"
+              "alive = sum(os.waitpid(pid, 0)[1] == 0 for pid in kids)\nos.write(int('{report}'), str(alive).encode())")
+    outcome = sandbox.run([SYSTEM_PYTHON, "-c", greedy], b"",
+                          limits=sandbox.Limits(seconds=60, memory_bytes=1 << 30, sandbox_memory_bytes=512 << 20))
+    assert outcome.returncode == 0, outcome.stderr_tail
+    assert int(outcome.report) < 3
+
+
+def test_the_sandbox_sees_the_course_without_the_checks_code(tmp_path):
+    course = sandbox.course_copy(tmp_path / "course")
+    assert sorted(p.name for p in (course / "idemlib" / "course" / "exercises").iterdir()) == [
+        "__init__.py", "feedback.py"]
+    assert (course / "idemlib" / "sim.py").is_file() and (course / "data" / "facts.csv").is_file()
+
+
+@ROOT_ONLY
+def test_the_dedicated_user_mode_refuses_a_python_its_user_cannot_run(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").symlink_to(SYSTEM_PYTHON)
+    with pytest.raises(sandbox.SandboxUnavailable, match="Python every user can run"):
+        sandbox.check_dedicated_user(str(private / "python3"), [])
+
+
+@ROOT_ONLY
+def test_the_dedicated_user_mode_refuses_while_its_user_can_read_the_submissions():
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:  # not under pytest's folder, closed to other users
+        top = Path(folder)
+        top.chmod(0o755)
+        readable, hidden = top / "handed_in", top / "grades"
+        readable.mkdir(mode=0o755)
+        hidden.mkdir(mode=0o700)
+        with pytest.raises(sandbox.SandboxUnavailable, match=f"can still read {readable}"):
+            sandbox.check_dedicated_user(SYSTEM_PYTHON, [readable, hidden], needs=())
+        readable.chmod(0o700)
+        sandbox.check_dedicated_user(SYSTEM_PYTHON, [readable, hidden], needs=())  # now it may start

@@ -1,45 +1,62 @@
-"""Grading a class's notebooks: re-run every hand-in's answers under the lesson's own checks, write one table.
+"""Grading a class's notebooks: re-run every hand-in's answers, judge them with the lesson's own checks
+where no hand-in can reach, write one table.
 
 A teacher hands out student copies (``make student``), collects them in a folder
-(any file names; one file per student, or one folder per student) and runs
-``make grade SUBMISSIONS=folder``. For each hand-in, a fresh process in a sandbox
-(:mod:`idemlib.course.sandbox`) runs the lesson's own cells from the teacher's copy
-with the hand-in's answer cells in place of the solutions, and calls each check
-itself (:mod:`idemlib.course.referee`): no verdict the student's notebook displayed
-is believed, and the hand-in's other cells never run. Each check cell is still
-compared with the lesson's own, so an edited, moved or deleted check is reported,
-and code that changes the course's own is graded "check tampered", with what was
-found (:mod:`idemlib.course.tamper`). Nothing a student hands in stops the grading
-of the others: a file that is not a notebook, a notebook of no lesson, a syntax
-error, a loop that never ends, a process that dies — each is a row.
+(one file per student, or one folder per student holding one file) and runs
+``make grade SUBMISSIONS=folder``. Each hand-in's file is read without following a
+link, bounded in size, and parsed in a process of its own (:mod:`idemlib.course.handin`).
+A fresh process in a sandbox (:mod:`idemlib.course.sandbox`, :mod:`idemlib.course.referee`)
+runs the lesson's own cells from the teacher's copy with the hand-in's answer cells in
+place of the solutions, and sends each exercise's answer values, as data, to a judge
+of the grader's (:mod:`idemlib.course.judge`), a fresh interpreter that never runs a
+hand-in's code, which calls the lesson's check. No verdict the student's notebook
+displayed is believed, the hand-in's other cells (its check cells included) never
+run, and nothing it does in its sandbox reaches a verdict. Nothing a student hands
+in stops the grading of the others: any file, any bytes, a syntax error, a loop that
+never ends, a process that dies — each is a row, and every run writes the table.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
+import os
 import re
 import secrets
+import stat
+import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
 
-from idemlib.course import sandbox
+from idemlib.course import handin, sandbox
 from idemlib.course.grades_page import write_html
 from idemlib.course.lessons import LESSONS, lesson_paths, title_of
-from idemlib.course.rerun import called_check, read_report, steps_for
-from idemlib.course.tamper import defined_in_text, tampering
+from idemlib.course.rerun import called_check, check_call, check_modules, read_report, stand_ins, steps_for
 
 CELL_SECONDS = 60
 NOTEBOOK_SECONDS = 300
-# Verdicts, best first; the HTML table shows each as a symbol and a word, never colour alone.
-PROBLEMS = ("not a notebook", "no lesson", "wrong lesson", "timed out", "run failed")
+MAX_BYTES = 16 << 20  # a hand-in's file; a lesson with its outputs is well under this
+# A file's problems (a row of its own); the HTML table shows each verdict as a symbol and a word.
+PROBLEMS = ("not a notebook", "no lesson", "wrong lesson", "timed out", "run failed", "not read",
+            "more than one hand-in", "could not be graded")
+# Control characters (C0, DEL, C1), ANSI escape sequences, and the marks that reorder text on screen.
+UNSAFE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain_text(value: str, limit: int = 2000) -> str:
+    """``value`` safe for a terminal, a CSV cell and HTML: escape sequences and control characters (newlines
+    too) become a space, a lone surrogate becomes U+FFFD, and it is cut at ``limit`` characters."""
+    text = re.sub("[\ud800-\udfff]", "\ufffd", value)
+    return " ".join(UNSAFE.sub(" ", text).split())[:limit]
 
 
 @dataclass(frozen=True)
@@ -55,18 +72,17 @@ class Grade:
     note: str = ""
     sandbox: str = ""  # how the hand-in's code was confined (idemlib.course.sandbox), "" if it never ran
 
+    def __post_init__(self) -> None:
+        for part in fields(self):  # whatever a file's name or an answer's error holds, a row shows only text
+            object.__setattr__(self, part.name, plain_text(str(getattr(self, part.name))))
+
 
 @dataclass(frozen=True)
 class Exercise:
-    """An exercise as the lesson sets it: the check's name, its cell's code, and the lesson's words for it."""
+    """An exercise as the lesson sets it: the check's name and the lesson's words for it."""
 
     name: str
-    check_source: str
     words: str = ""
-
-
-def _normalised(source: str) -> str:
-    return "\n".join(line.rstrip() for line in source.strip().splitlines())
 
 
 def exercises_of(lesson: NotebookNode) -> list[Exercise]:
@@ -77,7 +93,7 @@ def exercises_of(lesson: NotebookNode) -> list[Exercise]:
         if (cell.cell_type == "code" and "solution" in before.metadata.get("tags", [])
                 and (name := called_check(cell.source))):
             prose = [c.source for c in lesson.cells[:position] if c.cell_type == "markdown"]
-            found.append(Exercise(name, _normalised(cell.source), _first_sentence(prose[-1] if prose else "")))
+            found.append(Exercise(name, _first_sentence(prose[-1] if prose else "")))
     return found
 
 
@@ -91,177 +107,256 @@ def _first_sentence(markdown: str) -> str:
     return words[:200]
 
 
-def lesson_of(notebook: NotebookNode, lessons: dict[str, NotebookNode]) -> str | None:
-    """Which lesson a submission is: the stem a student copy records, else the lesson with the same title."""
-    stem = notebook.metadata.get("idemlib", {}).get("lesson")
-    if stem in lessons:
-        return stem
+def lesson_of(read: dict[str, Any], lessons: dict[str, NotebookNode]) -> str | None:
+    """Which lesson a hand-in is (as :func:`read_hand_in` gives it): the stem a student copy records,
+    else the lesson with the same title."""
+    if read.get("lesson") in lessons:
+        return read["lesson"]
+    return next((stem for stem, lesson in lessons.items() if title_of(lesson) == read.get("title")), None)
+
+
+def read_hand_in(path: Path) -> dict[str, Any] | str:
+    """A hand-in's cells (``{"cells": [...], "lesson": ..., "title": ...}``), or why it cannot be read.
+
+    Never follows a link (the file is opened with ``O_NOFOLLOW`` and must be the regular file its folder
+    listed); refuses a file over :data:`MAX_BYTES` before reading it; parses it in a process of its own
+    with bounded memory and time (:mod:`idemlib.course.handin`)."""
     try:
-        title = title_of(notebook)
-    except ValueError:
-        return None
-    return next((stem for stem, lesson in lessons.items() if title_of(lesson) == title), None)
-
-
-def audit_checks(submission: NotebookNode, expected: list[Exercise]) -> dict[str, str]:
-    """For each exercise whose check cell is not the lesson's, in its place: deleted, edited or moved."""
-    found: dict[str, tuple[int, str]] = {}
-    answers = [i for i, cell in enumerate(submission.cells)
-               if {"answer", "solution"} & set(cell.metadata.get("tags", []))]
-    for index, cell in enumerate(submission.cells):
-        if cell.cell_type == "code" and (name := called_check(cell.source)) and name not in found:
-            found[name] = (index, _normalised(cell.source))
-    problems: dict[str, str] = {name: "check edited" for name in rebound_checks(submission)}
-    last = -1
-    for number, exercise in enumerate(expected):
-        if exercise.name in problems:
-            continue
-        if exercise.name not in found:
-            problems[exercise.name] = "check missing"
-            continue
-        index, source = found[exercise.name]
-        if source != exercise.check_source:
-            problems[exercise.name] = "check edited"
-        # The check must come after its own answer cell, and after the exercises before it.
-        elif index < last or (number < len(answers) and index < answers[number]):
-            problems[exercise.name] = "check moved"
-        last = max(last, index)
-    return problems
-
-
-def rebound_checks(submission: NotebookNode) -> set[str]:
-    """Check names a submission binds itself (a ``def``, an assignment, an import under another name, code
-    run by ``exec`` from a string): a check replaced by the student's own, whatever its cell shows.
-    Importing from idemlib.course.exercises is fine."""
-    bound: set[str] = set()
-    for cell in submission.cells:
-        if cell.cell_type != "code":
-            continue
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        return f"could not be opened ({error.strerror})"
+    try:
+        seen = os.fstat(handle)
+        if not stat.S_ISREG(seen.st_mode):
+            return "not a file"
+        if seen.st_size > MAX_BYTES:
+            return f"{seen.st_size / 2**20:.0f} MiB, over the {MAX_BYTES >> 20} MiB a hand-in may be"
         try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue  # a cell that does not parse binds nothing; running it reports the error
-        bound |= defined_in_text(cell.source)
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bound.add(node.name)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                bound.add(node.id)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                if isinstance(node, ast.ImportFrom) and node.module == "idemlib.course.exercises":
-                    bound |= {alias.asname for alias in node.names if alias.asname and alias.asname != alias.name}
-                else:
-                    bound |= {alias.asname or alias.name for alias in node.names}
-    return {name for name in bound if name.startswith("check_")}
-
-
-def _referee(steps: list[dict[str, str]], hidden: list[Path], cell_seconds: float,
-             notebook_seconds: float) -> tuple[sandbox.Outcome, bytes, str]:
-    """Run the referee on ``steps`` in a sandbox; (how it ended, the key its report is signed with, the mode)."""
-    key = secrets.token_bytes(32)
-    mode = sandbox.available_mode()
-    command = [sys.executable, "-m", "idemlib.course.referee", "{report}", str(cell_seconds), str(notebook_seconds),
-               "--stop-others"]
-    outcome = sandbox.run(command, key.hex().encode() + b"\n" + json.dumps(steps).encode(),
-                          limits=sandbox.Limits(seconds=notebook_seconds), hidden=hidden, mode=mode)
-    return outcome, key, mode
-
-
-def student_of(path: Path, folder: Path) -> str:
-    """The student a file belongs to: its first folder under the submissions, or its own name."""
-    parts = path.relative_to(folder).parts
-    return parts[0] if len(parts) > 1 else path.stem
-
-
-def grade_file(path: Path, folder: Path, lessons: dict[str, NotebookNode], *, expected_lesson: str | None = None,
-               cell_seconds: int = CELL_SECONDS, notebook_seconds: int = NOTEBOOK_SECONDS,
-               hidden: Iterable[Path] = ()) -> list[Grade]:
-    """Every row for one submitted file. ``hidden`` are folders to keep out of the sandbox should they lie inside one it shows."""
-    student, name = student_of(path, folder), str(path.relative_to(folder))
+            done = subprocess.run(["prlimit", "--as=2147483648", "--cpu=30", "--", sys.executable, "-I", "-S",
+                                   handin.__file__], stdin=handle, capture_output=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return "took over a minute to read"
+    finally:
+        os.close(handle)
     try:
-        submission = nbformat.read(path, as_version=4)
-        nbformat.validate(submission)
-    except Exception as error:  # noqa: BLE001 - anything unreadable is "not a notebook", whatever the reason
-        return [Grade(student, name, "", "", "not a notebook", note=f"{type(error).__name__}: {str(error)[:120]}")]
-    stem = lesson_of(submission, lessons)
+        found = json.loads(done.stdout) if done.returncode == 0 else {"error": "too large or too deep to read"}
+    except ValueError:
+        found = {"error": "could not be read"}
+    return found if "error" not in found else str(found["error"])
+
+
+def as_notebook(read: dict[str, Any]) -> NotebookNode:
+    """The cells :func:`read_hand_in` found, as a notebook the steps can be taken from."""
+    return nbformat.from_dict({"cells": [{"cell_type": cell["kind"], "source": cell["source"],
+                                          "metadata": {"tags": cell["tags"]}} for cell in read["cells"]],
+                               "metadata": {}})
+
+
+def _judged(steps: list[dict[str, Any]], lesson: NotebookNode, class_: Class, *, cell_seconds: float,
+            notebook_seconds: float) -> tuple[sandbox.Outcome, dict[str, tuple[str, str]], str]:
+    """Run the referee on ``steps`` in a sandbox, its answers judged by a judge of the grader's;
+    (how the sandbox ended, each exercise's (verdict, message), the sandbox's mode)."""
+    modules = check_modules(lesson)
+    checks = []
+    for step in steps:
+        if step["kind"] == "check":
+            planned = check_call(step["source"]) or ([], {}, [])
+            checks.append({"exercise": step["exercise"], "name": step["exercise"],
+                           "module": modules.get(step["exercise"], "idemlib.course.exercises"),
+                           "args": planned[0], "kwargs": planned[1]})
+    job = {"checks": checks, "seed": secrets.randbelow(2**31), "call_seconds": cell_seconds,
+           "seconds": notebook_seconds}
+    to_judge_read, to_judge_write = os.pipe()
+    from_judge_read, from_judge_write = os.pipe()
+    search = os.pathsep.join(entry for entry in sys.path if entry and Path(entry).is_dir())
+    judge = subprocess.Popen([sys.executable, "-m", "idemlib.course.judge", str(to_judge_read), str(from_judge_write)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             pass_fds=(to_judge_read, from_judge_write), env={**os.environ, "PYTHONPATH": search})
+    os.close(to_judge_read)
+    os.close(from_judge_write)
+    said = bytearray()
+    reader = threading.Thread(target=sandbox._drain, args=(judge.stdout.fileno(), said, 4 << 20), daemon=True)
+    reader.start()
+    judge.stdin.write(json.dumps(job).encode())
+    judge.stdin.close()
+    command = [sys.executable, "-m", "idemlib.course.referee", "{report}", "{to_judge}", "{from_judge}",
+               str(cell_seconds), "--stop-others"]
+    job_for_referee = json.dumps({"steps": steps, "stand_ins": class_.stand_ins}).encode()
+    outcome = sandbox.run(command, job_for_referee, limits=sandbox.Limits(seconds=notebook_seconds),
+                          hidden=class_.hidden, mode=class_.mode, course=class_.course,
+                          fds={"to_judge": to_judge_write, "from_judge": from_judge_read})
+    try:
+        judge.wait(timeout=30)  # the sandbox is gone: the judge finishes what it was given, or says not run
+    except subprocess.TimeoutExpired:
+        judge.kill()
+        judge.wait()
+    reader.join(timeout=10)
+    verdicts = {}
+    for line in bytes(said).splitlines():
+        try:
+            record = json.loads(line)
+            verdicts[str(record["exercise"])] = (str(record["verdict"]), str(record["message"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return outcome, verdicts, class_.mode
+
+
+@dataclass(frozen=True)
+class Class:
+    """What every hand-in of one grading run shares: the sandbox's mode, the course as the sandbox sees it,
+    the check modules' stand-ins, and the folders no sandbox may see."""
+
+    mode: str
+    course: Path
+    stand_ins: dict[str, Any]
+    hidden: list[Path]
+
+
+def grade_file(path: Path, student: str, name: str, lessons: dict[str, NotebookNode], class_: Class, *,
+               expected_lesson: str | None = None, cell_seconds: float = CELL_SECONDS,
+               notebook_seconds: float = NOTEBOOK_SECONDS) -> list[Grade]:
+    """Every row for one handed-in file, of ``student``, named ``name`` in the submissions."""
+    read = read_hand_in(path)
+    if isinstance(read, str):
+        return [Grade(student, name, "", "", "not a notebook", note=read)]
+    stem = lesson_of(read, lessons)
     if stem is None:
         return [Grade(student, name, "", "", "no lesson", note="its title matches no lesson of the course")]
     if expected_lesson and not stem.startswith(expected_lesson):
         return [Grade(student, name, stem, "", "wrong lesson", note=f"this is {stem}; the assignment is {expected_lesson}")]
     lesson = lessons[stem]
-    audited = audit_checks(submission, exercises_of(lesson))
-    changes, looks = tampering(submission, lesson)
-    outcome, key, mode = _referee(steps_for(lesson, submission), [folder, *hidden], cell_seconds,
-                                  notebook_seconds)
-    report = read_report(outcome.report, key)
+    outcome, verdicts, mode = _judged(steps_for(lesson, as_notebook(read)), lesson, class_,
+                                      cell_seconds=cell_seconds, notebook_seconds=notebook_seconds)
+    report = read_report(outcome.report)
     rows = []
 
     def row(exercise: str, verdict: str, hint: str = "", note: str = "") -> None:
         rows.append(Grade(student, name, stem, exercise, verdict, hint, note, mode))
 
     if outcome.returncode is None:
-        row("", "timed out", note=f"stopped after {notebook_seconds} s")
+        row("", "timed out", note=f"stopped after {notebook_seconds:g} s")
     elif report.timed_out:
-        row("", "timed out", note="; ".join(f"{what}" for _, what in report.timed_out))
-    elif not report.finished and not report.tampered:
-        last = outcome.stderr_tail.strip().splitlines()[-1:] or [f"exit status {outcome.returncode}"]
-        row("", "run failed", note=f"the run ended before its last check: {last[0][:200]}")
-    found = changes + [what for _, what in report.tampered]
-    also = "; ".join(looks + report.notes)
+        row("", "timed out", note="; ".join(what for _, what in report.timed_out))
+    elif not report.finished:
+        row("", "run failed", note=f"the run ended before its last check: {_last_words(outcome)}")
     for exercise in exercises_of(lesson):
-        verdict, message = report.verdicts.get(exercise.name, ("not run", ""))
-        if exercise.name in audited:
-            note = f"its check would have said {verdict!r}; not counted" if exercise.name in report.verdicts else ""
-            row(exercise.name, audited[exercise.name], note=_joined(note, also))
-        elif found:
-            row(exercise.name, "check tampered", note=_joined("found: " + "; ".join(found[:6]), also))
-        elif exercise.name not in report.verdicts:
-            row(exercise.name, "not run", note=_joined("the check gave no verdict: the run ended or ran out of time "
-                                                       "before it", also))
-        else:
-            hint = message if verdict == "wrong" else ""
-            row(exercise.name, verdict, hint=hint, note=_joined(message if verdict == "not run" else "", also))
+        also = "; ".join(what for name, what in report.notes if name in (exercise.name, ""))
+        verdict, message = verdicts.get(exercise.name, ("not run", "the check gave no verdict: the run ended or ran "
+                                                                   "out of time before it"))
+        hint = message if verdict == "wrong" else ""
+        row(exercise.name, verdict, hint=hint, note=_joined(message if verdict in ("not run", "not judged") else "",
+                                                              also))
     return rows
+
+
+def _last_words(outcome: sandbox.Outcome) -> str:
+    last = outcome.stderr_tail.strip().splitlines()[-1:]
+    return last[0][:200] if last else f"exit status {outcome.returncode}"
 
 
 def _joined(*parts: str) -> str:
     return "; ".join(part for part in parts if part)
 
 
-def submissions(folder: Path) -> list[Path]:
-    """Every file handed in under ``folder``, checkpoints and hidden files left out."""
-    return sorted(p for p in folder.rglob("*") if p.is_file()
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+def submissions(folder: Path) -> list[tuple[str, str, Path | None, str]]:
+    """Every hand-in under ``folder`` as (student, its name in the folder, its file, a problem or "").
+
+    A file of the folder's own is a student's (named by its stem for ``.ipynb``); a folder
+    is one student's, and should hold one file: one holding more is a single row saying so.
+    Links are never followed (a row says one was not read), nor are hidden files and
+    checkpoints read. Students whose names would collide are named by their paths."""
+    found: list[tuple[str, str, Path | None, str]] = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_symlink():
+            found.append((_stem(entry.name), entry.name, None, "a link, not followed: only files handed in are read"))
+        elif entry.is_dir(follow_symlinks=False):
+            files = _files_in(Path(entry.path), entry.name)
+            if len(files) == 1:
+                name, path, problem = files[0]
+                found.append((entry.name, name, path, problem))
+            elif len(files) > 1:
+                found.append((entry.name, entry.name + "/", None,
+                              f"the folder holds {len(files)} files ({', '.join(n for n, *_ in files)[:300]}); "
+                              "none graded: hand in one"))
+        elif entry.is_file(follow_symlinks=False):
+            found.append((_stem(entry.name), entry.name, Path(entry.path), ""))
+        else:
+            found.append((_stem(entry.name), entry.name, None, "not a file"))
+    names = [student for student, *_ in found]
+    return [(name if names.count(student) > 1 else student, name, path, problem)
+            for student, name, path, problem in found]
+
+
+def _files_in(folder: Path, under: str) -> list[tuple[str, Path | None, str]]:
+    """The files of one student's folder, at any depth, links and hidden ones not followed."""
+    found: list[tuple[str, Path | None, str]] = []
+    for top, folders, files in os.walk(folder, followlinks=False):
+        linked = [name for name in folders if os.path.islink(os.path.join(top, name))]
+        folders[:] = sorted(name for name in folders if not name.startswith(".") and name not in linked)
+        for name in sorted(files + linked):
+            if name.startswith("."):
+                continue
+            path = Path(top) / name
+            shown = f"{under}/{path.relative_to(folder)}"
+            if path.is_symlink():
+                found.append((shown, None, "a link, not followed: only files handed in are read"))
+            elif path.is_file():
+                found.append((shown, path, ""))
+            else:
+                found.append((shown, None, "not a file"))
+    return found
+
+
+def _stem(name: str) -> str:
+    return name[: -len(".ipynb")] if name.endswith(".ipynb") and len(name) > len(".ipynb") else name
 
 
 def grade_folder(folder: Path, out: Path, *, lessons_folder: Path = LESSONS, expected_lesson: str | None = None,
-                 cell_seconds: int = CELL_SECONDS, notebook_seconds: int = NOTEBOOK_SECONDS,
+                 cell_seconds: float = CELL_SECONDS, notebook_seconds: float = NOTEBOOK_SECONDS,
                  progress: bool = True, workers: int = 2) -> list[Grade]:
-    """Grade every file under ``folder``, ``workers`` hand-ins at a time; write ``grades.csv`` and
-    ``index.html`` into ``out``. Rows come in the order of the files, however the runs interleave."""
+    """Grade every hand-in under ``folder``, ``workers`` at a time; write ``grades.csv`` and ``index.html``
+    into ``out``, always (a hand-in that cannot be graded is a row). Rows come in the order of the files."""
     from tqdm import tqdm
 
-    sandbox.available_mode()  # no sandbox here: say so now, before grading anything
+    mode = sandbox.available_mode()  # no sandbox here: say so now, before grading anything
     lessons = {path.stem: nbformat.read(path, as_version=4) for path in lesson_paths(lessons_folder)}
-    files = submissions(folder)
-    graded: dict[Path, list[Grade]] = {}
+    hand_ins = submissions(folder)
+    graded: dict[int, list[Grade]] = {}
+    with tempfile.TemporaryDirectory(prefix="idemlib-course-") as shared:
+        Path(shared).chmod(0o755)
+        course = sandbox.course_copy(Path(shared) / "course")
+        modules = {module for lesson in lessons.values() for module in check_modules(lesson).values()}
+        hidden = [folder.resolve(), out.resolve(), lessons_folder.resolve()]
+        class_ = Class(mode, course, stand_ins(modules), hidden)
+        if mode == sandbox.DEDICATED_USER:
+            package = Path(__file__).resolve().parent / "exercises"
+            sandbox.check_dedicated_user(sys.executable, [*hidden, package])
 
-    def one(path: Path) -> list[Grade]:
-        return grade_file(path, folder, lessons, expected_lesson=expected_lesson, cell_seconds=cell_seconds,
-                          notebook_seconds=notebook_seconds, hidden=[out])
+        def one(student: str, name: str, path: Path | None, problem: str) -> list[Grade]:
+            if problem:
+                verdict = "more than one hand-in" if problem.startswith("the folder holds") else "not read"
+                return [Grade(student, name, "", "", verdict, note=problem)]
+            try:
+                return grade_file(path, student, name, lessons, class_, expected_lesson=expected_lesson,
+                                  cell_seconds=cell_seconds, notebook_seconds=notebook_seconds)
+            except Exception as error:  # noqa: BLE001 - one hand-in never stops the others
+                return [Grade(student, name, "", "", "could not be graded", note=f"{type(error).__name__}: {error}")]
 
-    # Each hand-in runs in its own sandboxed process; threads only wait for them.
-    with ThreadPoolExecutor(max_workers=workers) as pool, \
-            tqdm(total=len(files), desc="grading", unit="notebook", disable=not progress, file=sys.stdout) as bar:
-        running = {pool.submit(one, path): path for path in files}
-        for done in as_completed(running):
-            path, found = running[done], done.result()
-            graded[path] = found
-            right = sum(row.verdict == "right" for row in found)
-            bar.write(f"{path.relative_to(folder)}: {right} of {sum(bool(r.exercise) for r in found)} right"
-                      + "".join(f"; {r.verdict}" for r in found if r.verdict in (*PROBLEMS, "check tampered")))
-            bar.update()
-    rows = [row for path in files for row in graded[path]]
+        # Each hand-in runs in its own sandboxed process; threads only wait for them.
+        with ThreadPoolExecutor(max_workers=workers) as pool, \
+                tqdm(total=len(hand_ins), desc="grading", unit="notebook", disable=not progress,
+                     file=sys.stdout) as bar:
+            running = {pool.submit(one, *hand_in): number for number, hand_in in enumerate(hand_ins)}
+            for done in as_completed(running):
+                found = done.result()
+                graded[running[done]] = found
+                right = sum(row.verdict == "right" for row in found)
+                bar.write(f"{found[0].file if found else '?'}: {right} of {sum(bool(r.exercise) for r in found)} "
+                          "right" + "".join(f"; {r.verdict}" for r in found if r.verdict in PROBLEMS))
+                bar.update()
+    rows = [row for number in range(len(hand_ins)) for row in graded[number]]
     write_csv(rows, out / "grades.csv")
     write_html(rows, {stem: exercises_of(lesson) for stem, lesson in lessons.items()}, out / "index.html")
     return rows

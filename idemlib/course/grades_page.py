@@ -3,7 +3,8 @@
 Students down, exercises across in lesson order, each headed with the lesson's own
 words for it; every verdict as a symbol and a word (never colour alone), the hint a
 wrong answer got written under it, and below the table a note for every hand-in that
-tampered, failed or could not be graded in full.
+failed or could not be graded in full (a check that could not judge, "not judged", is
+neither right nor wrong, and shown as its own state).
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from typing import Any, Protocol
 
 # Verdicts, best first; each shows as a symbol and a word.
 SHOWN = {"right": ("✓", "right"), "wrong": ("✗", "wrong"), "blank": ("…", "not answered"),
-         "not run": ("∅", "not run"), "check tampered": ("⚠", "check tampered"),
-         "check edited": ("!", "check edited"), "check moved": ("↕", "check moved"),
-         "check missing": ("?", "check deleted")}
-NOTED = ("not run", "check tampered", "check edited", "check moved", "check missing")
+         "not judged": ("○", "not judged"), "not run": ("∅", "not run")}
+NOTED = ("not run", "not judged")
 SANDBOXES = {"bubblewrap": "bubblewrap (own file system, processes and network; nothing outside visible)",
              "dedicated user": "a dedicated unprivileged user (no bubblewrap here: the hand-ins could read what "
                                "every user may read, and reach the network)"}
@@ -25,8 +24,7 @@ STYLE = ("body{font-family:sans-serif;margin:1.5em;max-width:90em}table{border-c
          "th,td{border:1px solid #999;padding:3px 6px;text-align:center;font-size:.9em;vertical-align:top}"
          "thead th{font-weight:normal;text-align:left;max-width:16em}thead th b{display:block}"
          ".right{background:#d6e9f8}.wrong{background:#fbe3c9}.total{font-weight:bold}"
-         ".check-tampered{background:#f6d0d0;font-weight:bold}"
-         ".check-edited,.check-moved,.check-missing{background:#eee;font-style:italic}"
+         ".not-judged,.not-run{background:#eee;font-style:italic}"
          ".hint{display:block;font-size:.8em;text-align:left;max-width:22em;font-weight:normal}"
          "li{margin:.3em 0}@media print{body{margin:0}th,td{font-size:8pt}}")
 
@@ -87,7 +85,8 @@ def write_html(rows: list[Any], exercises: dict[str, list[Any]], target: Path) -
         f"<style>{STYLE}</style></head><body>"
         f"<h1>Grades</h1><p>{len(students)} students, {len(columns)} exercises. Legend: {legend}. "
         "A wrong answer shows the hint the student saw.</p>"
-        f"<p>Each hand-in's answers were run again, with the lesson's own checks, in: {ran}.</p>"
+        f"<p>Each hand-in's answers were run again in: {ran}; the lesson's own checks judged their values "
+        "outside it.</p>"
         f"<table><thead><tr><th>student</th>{''.join(_heading(*column, words) for column in columns)}"
         f"<th>right / graded</th></tr></thead><tbody>{''.join(body)}"
         f"<tr><th>right per exercise</th>{per_exercise}<td></td></tr></tbody></table>"
@@ -97,7 +96,7 @@ def write_html(rows: list[Any], exercises: dict[str, list[Any]], target: Path) -
 
 
 def _notes(rows: list[Any]) -> str:
-    """A list item per hand-in with a problem, a tampering, or an exercise not graded as usual; the
+    """A list item per hand-in with a problem, or an exercise not graded as usual; the
     exercises that share a verdict and a note are named together."""
     by_file: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
     for row in rows:

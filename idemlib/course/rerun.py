@@ -1,24 +1,29 @@
-"""What the referee runs for one hand-in, and what its signed report says.
+"""What the referee runs for one hand-in, what the judge calls, and what the referee's report says.
 
 The steps are the teacher's copy of the lesson with each solution cell replaced by
-the hand-in's answer cell and each check cell by a call of the lesson's own check.
-Of the lesson's other cells, only those the answers and checks depend on run (a
-cell that binds a name they read, or changes it in place, and so on back), so a
-hand-in is graded in seconds rather than the time of the whole lesson; the hand-in's
-own extra cells never run.
+the hand-in's answer cell and each check cell by its answer arguments: the lesson's
+check cell ``check_x(answer, messages=20)`` becomes the expressions the referee
+evaluates in the hand-in's sandbox (``answer``) and a call the judge makes with the
+lesson's own literals (``messages=20``), so a check's settings never come from the
+sandbox. Of the lesson's other cells, only those the answers depend on run (a cell
+that binds a name they read, or changes it in place, and so on back), so a hand-in
+is graded in seconds rather than the time of the whole lesson; the hand-in's own
+extra cells and its check cells never run.
 """
 
 from __future__ import annotations
 
 import ast
-import hashlib
-import hmac
+import importlib
+import json
+import pkgutil
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from nbformat import NotebookNode
 
-Step = dict[str, str]
+Step = dict[str, Any]
 
 
 def _code(source: str) -> str:
@@ -41,7 +46,7 @@ def names_in(source: str) -> _Names | None:
     """Which names a cell binds, reads, changes in place and imports; None if it does not parse."""
     try:
         tree = ast.parse(_code(source))
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a hand-in's cell may be anything
         return None
     found = _Names()
     for node in ast.walk(tree):
@@ -93,6 +98,88 @@ def _kept(steps: list[Step]) -> list[Step]:
     return kept[::-1]
 
 
+def check_call(source: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], list[str]] | None:
+    """A check cell's call as (positional plan, keyword plan, expressions): each argument either the lesson's
+    literal (``{"literal": value}``, carried as :mod:`idemlib.course.carry` data) or the next answer value
+    (``{"answer": n}``), whose expression the referee evaluates. None if the cell is not one plain call."""
+    from idemlib.course.carry import dump
+
+    try:
+        tree = ast.parse(_code(source).strip(), mode="eval")
+    except SyntaxError:
+        return None
+    call = tree.body
+    if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args) or \
+            any(k.arg is None for k in call.keywords):
+        return None
+    expressions: list[str] = []
+
+    def plan(node: ast.expr) -> dict[str, Any]:
+        try:
+            return {"literal": dump(ast.literal_eval(node))}
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+            expressions.append(ast.unparse(node))
+            return {"answer": len(expressions) - 1}
+
+    positional = [plan(node) for node in call.args]
+    keywords = {keyword.arg: plan(keyword.value) for keyword in call.keywords}
+    return positional, keywords, expressions
+
+
+def check_modules(lesson: NotebookNode) -> dict[str, str]:
+    """Each check the lesson's cells import, by the module it is imported from (``from M import check_x``)."""
+    found: dict[str, str] = {}
+    for cell in lesson.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(_code(cell.source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {alias.asname or alias.name: node.module for alias in node.names
+                          if (alias.asname or alias.name).startswith("check_")}
+    return found
+
+
+EXERCISES = "idemlib.course.exercises"
+
+
+def stand_ins(modules: set[str]) -> dict[str, dict[str, Any]]:
+    """What the sandbox gets in place of the check modules (every module of :data:`EXERCISES` but its
+    ``feedback``, and ``modules``): their public plain constants and the names of their checks."""
+    from idemlib.course.carry import dump
+
+    package = importlib.import_module(EXERCISES)
+    names = {EXERCISES, *modules} | {f"{EXERCISES}.{info.name}" for info in pkgutil.iter_modules(package.__path__)
+                                     if info.name != "feedback"}
+    found = {}
+    for name in sorted(names):
+        module = importlib.import_module(name)
+        constants, checks = {}, []
+        for key, value in vars(module).items():
+            if key.startswith("check_") and callable(value):
+                checks.append(key)
+            elif not key.startswith("_") and _plain(value):
+                constants[key] = dump(value)
+        found[name] = {"constants": constants, "checks": checks}
+    return found
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Plain data, as an answer may be: what a stand-in module may carry of its original."""
+    if depth > 20:
+        return False
+    if value is None or type(value) in (bool, int, float, str, bytes):
+        return True
+    if type(value) in (list, tuple, set, frozenset):
+        return all(_plain(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return all(_plain(key, depth + 1) and _plain(item, depth + 1) for key, item in value.items())
+    return False
+
+
 def steps_for(lesson: NotebookNode, submission: NotebookNode) -> list[Step]:
     """The referee's steps for ``submission``: the lesson's needed cells, the hand-in's answers, the checks.
 
@@ -109,7 +196,9 @@ def steps_for(lesson: NotebookNode, submission: NotebookNode) -> list[Step]:
             steps.append({"kind": "answer", "exercise": called_check(after) or "",
                           "source": answers[number] if number < len(answers) else "..."})
         elif steps and steps[-1]["kind"] == "answer" and (name := called_check(cell.source)):
-            steps.append({"kind": "check", "exercise": name, "source": cell.source.strip()})
+            planned = check_call(cell.source)
+            steps.append({"kind": "check", "exercise": name, "source": cell.source.strip(),
+                          "expressions": planned[2] if planned else []})
         else:
             steps.append({"kind": "setup", "source": cell.source})
     last = max((i for i, step in enumerate(steps) if step["kind"] == "check"), default=-1)
@@ -118,45 +207,32 @@ def steps_for(lesson: NotebookNode, submission: NotebookNode) -> list[Step]:
 
 @dataclass
 class Report:
-    """What the referee said, in order, each line's signature checked."""
+    """What the referee said about the hand-in's own run (never a verdict: those come from the judge)."""
 
-    verdicts: dict[str, tuple[str, str]] = field(default_factory=dict)  # exercise -> (verdict, message)
-    tampered: list[tuple[str, str]] = field(default_factory=list)  # (exercise or "", what was found)
     timed_out: list[tuple[str, str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (exercise, what happened in its answer)
     finished: bool = False
 
 
-def read_report(data: bytes, key: bytes) -> Report:
-    """Parse the referee's lines. A signed line is believed only with the right signature and the next
-    number; a line without one is what the audit hook wrote as it stopped the run (tampering, which only
-    counts against the hand-in), or something forged, which is tampering too."""
-    report, expected = Report(), 1
-    for line in data.decode(errors="replace").splitlines():
-        if line.startswith("T "):
-            report.tampered.append(("", f"it used {line[2:].strip()}"))
+def read_report(data: bytes) -> Report:
+    """Parse the referee's lines, JSON each; what is not one of its records is left out. The hand-in could
+    write here too, and gain nothing: these lines only say how its own run went."""
+    report = Report()
+    for line in data.splitlines():
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
             continue
-        parts = line.split(" ", 2)
-        if len(parts) != 3 or parts[0] != "S":
-            continue  # only the referee writes here; anything else is noise from a run cut short
-        signature, payload = parts[1], parts[2].encode()
-        good = hmac.compare_digest(signature, hmac.new(key, payload, hashlib.sha256).hexdigest())
-        record = ast.literal_eval(parts[2]) if good else None
-        if not good or record[0] != expected:
-            report.tampered.append(("", "a line on the referee's channel it did not write"))
+        if type(record) is not dict:
             continue
-        expected += 1
-        kind, rest = record[1], record[2:]
-        if kind == "done":
+        pair = record.get("timed_out") or record.get("answer_failed") or record.get("note")
+        exercise, what = (str(pair[0]), str(pair[1])) if type(pair) is list and len(pair) == 2 else ("", "")
+        if record.get("done") is True:
             report.finished = True
-        elif kind == "check tampered":
-            report.tampered.append((rest[0], rest[1]))
-        elif kind == "timed out":
-            report.timed_out.append((rest[0], rest[1]))
-        elif kind == "note":
-            report.notes.append(rest[1])
-        elif kind in ("right", "wrong", "blank", "not run"):
-            report.verdicts[rest[0]] = (kind, rest[1])
-        elif kind == "answer failed":
-            report.notes.append(f"the answer to {rest[0]} raised {rest[1]}")
+        elif "timed_out" in record:
+            report.timed_out.append((exercise, what))
+        elif "answer_failed" in record:
+            report.notes.append((exercise, f"its answer raised {what}"))
+        elif "note" in record:
+            report.notes.append((exercise, what))
     return report

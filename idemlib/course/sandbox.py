@@ -3,9 +3,10 @@
 Two ways, the first that works here is used, and the grades name it:
 
 - ``bubblewrap`` (Debian's ``bwrap``): a new mount, pid, network, IPC and UTS namespace.
-  The only files visible are the system's programs and libraries, Python, the
-  course's package and its data, all read-only; ``/tmp`` is a small empty tmpfs, the
-  only writable place. Submissions, grades and home folders are not there at all.
+  The only files visible are the system's programs and libraries, Python, and the
+  course's package as the sandbox gets it (:func:`course_copy`: without the checks'
+  code), all read-only; ``/tmp`` and ``/dev/shm`` are small empty tmpfs, the only
+  writable places. Submissions, grades, lessons and home folders are not there at all.
   There is no network but a loopback of its own, and every process dies with the
   sandbox. Run as root, the code inside runs as an unprivileged user of its own
   (one per sandbox running on the machine, whichever command started it, so a fork
@@ -13,16 +14,25 @@ Two ways, the first that works here is used, and the grades name it:
   bubblewrap makes a user namespace instead.
 - ``dedicated user`` (where bubblewrap cannot make namespaces, as root only): the code
   runs as an unprivileged user of its own in an empty folder, so it can read only
-  what every user of the machine may read and write only that folder and ``/tmp``;
-  it keeps the machine's network. Weaker, and said so in the grades.
+  what every user of the machine may read and write only that folder, ``/tmp`` and
+  ``/dev/shm``; it keeps the machine's network. Weaker, and said so in the grades;
+  before grading, :func:`check_dedicated_user` makes sure that user can run Python
+  and cannot read the lessons, the submissions or the grades.
 
-Both bound each process's memory, file size and open files, the number of processes,
-and the time; what the code prints is drained and dropped past a limit.
+The budget: as root, where the kernel's control groups can be written (v2, or v1's
+memory, pids and cpu), each sandbox gets a group of its own bounding the memory of all
+its processes together (its tmpfs pages included), their number and their CPU share
+(:class:`idemlib.course.budget.Budget`). Everywhere, each process's address space, file size, open files and
+CPU seconds are bounded, the processes of the sandbox's user are counted (as root a
+user of its own; without root, the teacher's user, so a fork bomb is stopped at that
+limit or at the time limit, whichever comes first), and the time. What the code prints
+is drained and dropped past a limit.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import stat
@@ -38,6 +48,7 @@ from functools import cache
 from pathlib import Path
 
 import idemlib
+from idemlib.course.budget import Budget, budget_kind  # noqa: F401 - budget_kind: how a sandbox is bounded here
 
 BUBBLEWRAP, DEDICATED_USER = "bubblewrap", "dedicated user"
 FIRST_UID = 61000  # the unprivileged users sandboxes run as, from 61000 on (no account needed)
@@ -59,13 +70,17 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one hand-in may use. Memory and file size are per process; processes are per sandbox."""
+    """What one hand-in may use. Address space and file size are per process; processes are per sandbox user;
+    ``sandbox_memory_bytes`` and ``cpus`` bound the whole sandbox where :class:`Budget` can."""
 
     seconds: float = 300
     memory_bytes: int = 3 << 30  # address space: pandas, DuckDB and matplotlib need about 1.5 GiB of it
     processes: int = 64
     file_bytes: int = 64 << 20
     scratch_bytes: int = 256 << 20  # the tmpfs at /tmp
+    shm_bytes: int = 64 << 20  # the tmpfs at /dev/shm
+    sandbox_memory_bytes: int = 4 << 30  # all its processes and tmpfs together, where a control group bounds it
+    cpus: float = 1.0  # its share of the machine's CPUs, where a control group bounds it
     open_files: int = 256
     kept_output_bytes: int = 4096  # of what it prints on stderr, the last part is kept for the teacher
 
@@ -100,12 +115,39 @@ def available_mode() -> str:
                              "(apt-get install bubblewrap) or grade as root, which runs them as a user of their own")
 
 
-def readable_paths() -> list[Path]:
-    """What the code inside needs to read besides the system: Python (the venv and the one it came from),
-    the course's package and its data folder."""
+def readable_paths(course: Path | None = None) -> list[Path]:
+    """What the code inside needs to read besides the system: Python (the venv and the one it came from)
+    and the course's package with its data folder (``course``, a folder holding both; by default the checkout's)."""
     package = Path(idemlib.__file__).resolve().parent
-    paths = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package, package.parent / "data"}
+    shown = [course.resolve()] if course is not None else [package, package.parent / "data"]
+    # Packages installed outside the venv's own folder (a site folder another one adds) are Python's too.
+    base = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *shown}
+    sites = {Path(entry).resolve() for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")}
+    paths = base | {site for site in sites if not any(site.is_relative_to(path) for path in base)}
     return sorted(path for path in paths if path.exists())
+
+
+def course_copy(into: Path) -> Path:
+    """The course's package and data as a sandbox sees them, under ``into`` (readable by every user):
+    everything but the checks' code. Of ``idemlib/course/exercises`` only ``feedback.py`` (the verdict's
+    type) is there; the referee puts stand-ins for the check modules in its place."""
+    package = Path(idemlib.__file__).resolve().parent
+    exercises = package / "course" / "exercises"
+
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        dropped = {name for name in names if name == "__pycache__"}
+        if Path(folder).resolve() == exercises:
+            dropped |= {name for name in names if name != "feedback.py"}
+        return dropped
+
+    shutil.copytree(package, into / "idemlib", ignore=left_out)
+    (into / "idemlib" / "course" / "exercises" / "__init__.py").write_text(
+        '"""While grading, the checks stay with the grader: the referee puts stand-ins here."""\n')
+    if (package.parent / "data").is_dir():
+        shutil.copytree(package.parent / "data", into / "data")
+    for path in [into, *into.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return into
 
 
 def _ancestors(paths: list[Path]) -> list[Path]:
@@ -126,7 +168,8 @@ def bubblewrap_command(inner: list[str], limits: Limits, hidden: list[Path], *, 
         # so the process limit counts that user's processes, not root's (for whom it does not apply).
         command[1:2] = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     # The scratch tmpfs first, so Python or the course living under /tmp (a test's venv) still shows through.
-    command += ["--dev", "/dev", "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp"]
+    command += ["--dev", "/dev", "--perms", "1777", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
+                "--proc", "/proc", "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp"]
     for path in SYSTEM:
         command += ["--ro-bind", path, path]
     for link in ("bin", "lib", "lib64", "sbin"):
@@ -175,38 +218,48 @@ def _owner(path: Path) -> int | None:
 
 
 def command_for(argv: list[str], *, mode: str, uid: int | None, limits: Limits, hidden: list[Path],
-                scratch: Path) -> list[str]:
+                scratch: Path, course: Path | None = None) -> list[str]:
     """The whole command line for ``argv`` under ``mode``: limits, confinement, user, and a clean
     environment whose home and temporary folder are the only writable place (the tmpfs inside
-    bubblewrap, the empty ``scratch`` folder for a dedicated user)."""
+    bubblewrap, the empty ``scratch`` folder for a dedicated user). ``course`` is the folder whose
+    ``idemlib`` the code imports (:func:`course_copy`; by default the checkout's own)."""
     own = "/tmp" if mode == BUBBLEWRAP else str(scratch)
+    path = course.resolve() if course is not None else Path(idemlib.__file__).resolve().parent.parent
     environment = ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={own}", f"TMPDIR={own}", f"MPLCONFIGDIR={own}",
-                   "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8",
-                   f"PYTHONPATH={Path(idemlib.__file__).resolve().parent.parent}"]
+                   "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8", f"PYTHONPATH={path}"]
     if mode == BUBBLEWRAP:  # a user of its own (``uid``) only as root; otherwise bubblewrap maps one
         inner = (_as_user(uid) if uid is not None else []) + environment + argv
         processes = limits.processes if uid is not None else _own_processes() + limits.processes + OTHERS_ROOM
-        return _prlimit(limits, processes) + bubblewrap_command(inner, limits, hidden)
+        return _prlimit(limits, processes) + bubblewrap_command(inner, limits, hidden,
+                                                                readable=readable_paths(course))
     return _prlimit(limits, limits.processes) + _as_user(uid) + environment + argv
 
 
 def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: list[Path] = (),
-        mode: str | None = None) -> Outcome:
+        mode: str | None = None, fds: dict[str, int] | None = None, course: Path | None = None) -> Outcome:
     """Run ``argv`` confined, feed it ``stdin``, and collect what it writes on its report pipe
-    (whose number is put in place of ``{report}`` in ``argv``) until it ends or its time is up."""
+    (whose number is put in place of ``{report}`` in ``argv``) until it ends or its time is up.
+    ``fds`` are more descriptors to hand it, each put in place of ``{name}``; they are closed here once
+    it has them."""
     mode = mode or available_mode()
     own_user = os.geteuid() == 0  # as root, the code drops to a user of its own; otherwise bubblewrap maps one
+    fds = dict(fds or {})
     with tempfile.TemporaryDirectory(prefix="idemlib-sandbox-") as folder, \
-            (user_of_its_own() if own_user else nullcontext(None)) as uid:
+            (user_of_its_own() if own_user else nullcontext(None)) as uid, Budget(limits) as budget:
         scratch = Path(folder)
         if mode == DEDICATED_USER:
             os.chown(scratch, uid, uid)
         read_end, write_end = os.pipe()
-        command = command_for([part.replace("{report}", str(write_end)) for part in argv], mode=mode, uid=uid,
-                              limits=limits, hidden=list(hidden), scratch=scratch)
+        fds["report"] = write_end
+        inner = argv
+        for name, fd in fds.items():
+            inner = [part.replace("{" + name + "}", str(fd)) for part in inner]
+        command = budget.entering() + command_for(inner, mode=mode, uid=uid, limits=limits, hidden=list(hidden),
+                                                  scratch=scratch, course=course)
         child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 pass_fds=(write_end,), cwd=scratch, start_new_session=True)
-        os.close(write_end)
+                                 pass_fds=tuple(fds.values()), cwd=scratch, start_new_session=True)
+        for fd in fds.values():
+            os.close(fd)
         report, errors = bytearray(), bytearray()
         readers = [threading.Thread(target=_drain, args=(read_end, report, 1 << 20), daemon=True),
                    threading.Thread(target=_drain, args=(child.stderr.fileno(), errors, limits.kept_output_bytes,
@@ -223,10 +276,38 @@ def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: lis
         except subprocess.TimeoutExpired:
             returncode = None
         _stop(child, uid)
+        budget.stop()
         for reader in readers:
             reader.join(timeout=10)
         os.close(read_end)
         return Outcome(returncode, bytes(report), errors.decode(errors="replace"), uid)
+
+
+def check_dedicated_user(python: str, unreadable: list[Path], needs: tuple[str, ...] = ("IPython", "duckdb")) -> None:
+    """Before grading as a dedicated user: that user must run ``python`` and import ``needs`` with it, and
+    must not read any of ``unreadable`` (lessons, submissions, grades, the checks' code).
+    :class:`SandboxUnavailable` otherwise, saying how to fix it."""
+    probe = FIRST_UID + USERS  # a user no sandbox takes, only for this look
+    program = (f"import os, sys, json{''.join(', ' + name for name in needs)}\n"
+               "print(json.dumps([p for p in sys.argv[1:] if os.access(p, os.R_OK) or os.access(p, os.X_OK)]))")
+    try:
+        done = subprocess.run(_as_user(probe) + ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp", python, "-c",
+                                                 program, *map(str, unreadable)],
+                              capture_output=True, text=True, timeout=60, cwd="/")
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SandboxUnavailable(f"the dedicated user could not start Python ({error})") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SandboxUnavailable(
+            f"grading as a dedicated user needs a Python every user can run, and {python} is not one "
+            f"({last}). Make the venv readable by all (chmod o+rx on it and each folder above it), "
+            "or build it where every user can read it, or install bubblewrap (apt-get install bubblewrap)")
+    readable = json.loads(done.stdout)
+    if readable:
+        raise SandboxUnavailable(
+            "grading as a dedicated user runs the hand-ins as a user who can still read " + ", ".join(readable)
+            + ": make them unreadable to other users (chmod -R o-rwx on each), or install bubblewrap "
+            "(apt-get install bubblewrap)")
 
 
 @contextmanager
