@@ -217,21 +217,37 @@ def test_a_notebook_over_its_time_limit_is_stopped_and_reported(tmp_path):
     assert ("file", "timed out") in [(r.exercise or "file", r.verdict) for r in rows]
 
 
+def solved_copy(stem: str) -> nbformat.NotebookNode:
+    """A lesson's student copy with the lesson's own solutions in its answer cells."""
+    lesson = nbformat.read(LESSONS / f"{stem}.ipynb", as_version=4)
+    solved = student_copy(lesson, stem)
+    for mine, original in zip(solved.cells, lesson.cells):
+        if "answer" in mine.metadata.get("tags", []):
+            mine.source = original.source
+    return solved
+
+
 def test_real_student_copies_are_graded_end_to_end(tmp_path):
     """Lesson 00 blank and solved, as ``make student`` then ``make grade`` would: its checks, judged by
     the grader's judge on the values the sandbox sends, give the lesson's own solutions right."""
     folder = tmp_path / "in"
     folder.mkdir()
     stem = "00_start_here"
-    lesson = nbformat.read(LESSONS / f"{stem}.ipynb", as_version=4)
-    solved = student_copy(lesson, stem)
-    for mine, original in zip(solved.cells, lesson.cells):
-        if "answer" in mine.metadata.get("tags", []):
-            mine.source = original.source
-    nbformat.write(solved, folder / "solved_00.ipynb")
-    nbformat.write(student_copy(lesson, stem), folder / "blank_00.ipynb")
+    nbformat.write(solved_copy(stem), folder / "solved_00.ipynb")
+    nbformat.write(student_copy(nbformat.read(LESSONS / f"{stem}.ipynb", as_version=4), stem), folder / "blank_00.ipynb")
     rows = grade_folder(folder, tmp_path / "out", progress=False)
     assert {(r.student, r.verdict) for r in rows} == {("blank_00", "blank"), ("solved_00", "right")}
+
+
+def test_a_function_answer_is_restarted_in_its_own_sandbox_and_graded_right(tmp_path):
+    """Lessons 04 and 05 run the answer's function again in a fresh process (a restarted consumer): graded,
+    the judge asks the sandbox to do it, since the function and its source never leave the sandbox."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for stem in ("04_beyond_your_own_database", "05_choosing_the_id"):
+        nbformat.write(solved_copy(stem), folder / f"solved_{stem[:2]}.ipynb")
+    rows = grade_folder(folder, tmp_path / "out", progress=False)
+    assert rows and all(row.verdict == "right" for row in rows), [(r.student, r.exercise, r.verdict, r.hint) for r in rows]
 
 
 def test_the_grade_page_opens_in_a_browser_without_errors(graded, browser):

@@ -84,9 +84,10 @@ class Sandbox:
             self.gone = f"the hand-in's run sent too much ({str(error)[:80]})"
         raise SandboxGone(self.gone)
 
-    def call(self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Call the hand-in's function ``handle`` in its sandbox; its value, or its error raised here."""
-        self.send({"call": handle.number, "args": dump(list(args)), "kwargs": dump(kwargs)})
+    def call(self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any], *, restart: bool = False) -> Any:
+        """Call the hand-in's function ``handle`` in its sandbox (with ``restart``, in a fresh process there, as a
+        restarted consumer would); its value, or its error raised here."""
+        self.send({"restart" if restart else "call": handle.number, "args": dump(list(args)), "kwargs": dump(kwargs)})
         reply = self.receive(self.call_seconds, ("result", "raised"))
         if "result" in reply:
             return wrapped(load(reply["result"]), self)
@@ -107,6 +108,16 @@ class AnswerFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return self._sandbox.call(self._handle, args, kwargs)
+        except SandboxGone as gone:
+            raise TimeoutError(str(gone)) from None
+
+    def in_fresh_process(self, arguments: Any, machine: Any, seed: int) -> list[Any]:
+        """The function's answers for ``arguments`` in a fresh process on ``machine``, run in the hand-in's sandbox
+        (the check's restart test, :func:`~idemlib.course.exercises.restart.in_fresh_process`)."""
+        try:
+            return self._sandbox.call(self._handle, tuple(list(item) for item in arguments),
+                                      {"machine": [machine.host, machine.zone, machine.seconds_later], "seed": seed},
+                                      restart=True)
         except SandboxGone as gone:
             raise TimeoutError(str(gone)) from None
 

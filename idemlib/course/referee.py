@@ -139,13 +139,18 @@ class Referee:
             message = decode(line)
             if "done" in message:
                 return
-            number = message.get("call")
+            restart = "restart" in message
+            number = message.get("restart" if restart else "call")
             if type(number) is not int or not 0 <= number < len(self.functions):
                 continue
             function = self.functions[number]
             args, kwargs = load(message.get("args", [])), load(message.get("kwargs", {}))
-            how, value = self.bounded("the answer's function", self.cell_seconds,
-                                      lambda: dump(function(*args, **kwargs), self._keep))
+            if restart:  # the function started again in a fresh process, here in the sandbox (a restarted consumer)
+                how, value = self.bounded("the answer's function, restarted", self.cell_seconds,
+                                          lambda: dump(_restarted(function, args, kwargs)))
+            else:
+                how, value = self.bounded("the answer's function", self.cell_seconds,
+                                          lambda: dump(function(*args, **kwargs), self._keep))
             if how == "ok":
                 reply = {"result": value}
             elif how == "timed out":
@@ -217,6 +222,16 @@ def _reap() -> None:
         pass
 
 
+RESTART: list[types.ModuleType] = []  # the real runner, bound before the stand-ins take the checks' module names
+
+
+def _restarted(function: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """What ``function`` returns in a fresh process on another machine (:func:`~idemlib.course.exercises.restart.in_fresh_process`)."""
+    [restart] = RESTART
+    machine = restart.Machine(*kwargs["machine"])
+    return restart.in_fresh_process(function, [tuple(item) for item in args], machine, int(kwargs["seed"]))
+
+
 def install_stand_ins(stand_ins: dict[str, dict[str, Any]]) -> None:
     """Put the check modules' stand-ins in ``sys.modules``: their constants, and checks that only say the
     grader judges them; any other name says it stays with the grader."""
@@ -269,7 +284,10 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGALRM, alarm)
     for number in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGXFSZ):
         signal.signal(number, signal.SIG_IGN)  # an answer may raise these at itself
-    import idemlib.course.exercises.feedback  # noqa: F401 - the one course module of the checks' kept here
+    import idemlib.course.exercises.feedback  # noqa: F401 - the course modules of the checks' kept here
+    import idemlib.course.exercises.restart
+
+    RESTART.append(idemlib.course.exercises.restart)
 
     install_stand_ins(job["stand_ins"])
     referee = Referee(report, to_judge, from_judge, cell_seconds, "--stop-others" in args and os.getuid() != 0)

@@ -127,17 +127,22 @@ def readable_paths(course: Path | None = None) -> list[Path]:
     return sorted(path for path in paths if path.exists())
 
 
+# Of the checks' folder, what a sandbox keeps: the verdict's type, and the runner that starts an answer's
+# function again in a fresh process (a restarted consumer), which computes no expected answer.
+KEPT_IN_THE_SANDBOX = ("feedback.py", "restart.py")
+
+
 def course_copy(into: Path) -> Path:
     """The course's package and data as a sandbox sees them, under ``into`` (readable by every user):
-    everything but the checks' code. Of ``idemlib/course/exercises`` only ``feedback.py`` (the verdict's
-    type) is there; the referee puts stand-ins for the check modules in its place."""
+    everything but the checks' code. Of ``idemlib/course/exercises`` only :data:`KEPT_IN_THE_SANDBOX` is
+    there; the referee puts stand-ins for the check modules in its place."""
     package = Path(idemlib.__file__).resolve().parent
     exercises = package / "course" / "exercises"
 
     def left_out(folder: str, names: list[str]) -> set[str]:
         dropped = {name for name in names if name == "__pycache__"}
         if Path(folder).resolve() == exercises:
-            dropped |= {name for name in names if name != "feedback.py"}
+            dropped |= {name for name in names if name not in KEPT_IN_THE_SANDBOX}
         return dropped
 
     shutil.copytree(package, into / "idemlib", ignore=left_out)

@@ -227,6 +227,8 @@ def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], machine:
     zone and clock, with ``seed`` as its string-hash seed. ``function`` is any callable
     (see :func:`_rebuilt`).
     """
+    if callable(getattr(function, "in_fresh_process", None)):  # a graded answer: restarted in its own sandbox
+        return list(function.in_fresh_process(arguments, machine, seed))
     name, definition = _rebuilt(function)
     program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host), *definition,
                          "import json, sys",
