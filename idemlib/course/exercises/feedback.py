@@ -126,6 +126,22 @@ def one_of(answer: Any, options: Iterable[str], what: str = "the answer") -> str
     return hint(f"{what.capitalize()} is one of the names the exercise prints: {shown}; {answer!r} is not one of them.")
 
 
+def one_each(answer: Any, keys: Iterable[str], options: Iterable[str], what: str, keys_named: str = "") -> dict[str, str] | Feedback:
+    """``answer`` as a dict from each of ``keys`` to one of the named ``options`` (:func:`one_of`), or the hint
+    that says what is off: the keys (``keys_named`` says what they are), or ``what`` of the first key whose
+    value is not one of the options."""
+    keys, options = list(keys), list(options)
+    if not isinstance(answer, dict) or set(answer) != set(keys):
+        return hint(f"Answer with a dict whose keys are exactly {keys_named or ''}{keys}, each mapped to one of {options}.")
+    given: dict[str, str] = {}
+    for key, value in answer.items():
+        named = one_of(value, options, f"{what} of {key!r}")
+        if not isinstance(named, str):
+            return named
+        given[key] = named
+    return given
+
+
 def blank(answer: Any, what: str) -> Feedback | None:
     if answer is ... or answer is None:
         return hint(f"{NOT_ANSWERED}: replace ... with {what}, run that cell, then run this check again.")

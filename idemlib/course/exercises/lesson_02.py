@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, one_of, right
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, one_each, right
 from idemlib.explore import crash_matrix
 from idemlib.handlers import NaiveHandler
 from idemlib.sim import OUTCOMES
@@ -167,15 +167,9 @@ def check_naive_crashes(answer: Any) -> Feedback:
     faults = list(matrix["fault"])
     if (missing := blank(answer, f"a dict mapping each of {faults} to one of {list(OUTCOMES)}")) is not None:
         return missing
-    if not isinstance(answer, dict) or set(answer) != set(faults):
-        return hint(f"Answer with a dict whose keys are exactly the naive consumer's faults {faults}, each mapped "
-                    f"to one of {list(OUTCOMES)}.")
-    given: dict[str, str] = {}
-    for fault, outcome in answer.items():
-        named = one_of(outcome, OUTCOMES, f"the outcome of {fault!r}")
-        if not isinstance(named, str):
-            return named
-        given[fault] = named
+    given = one_each(answer, faults, OUTCOMES, "the outcome", keys_named="the naive consumer's faults ")
+    if isinstance(given, Feedback):
+        return given
     truth = dict(zip(matrix["fault"], matrix["outcome"]))
     wrong = [fault for fault in faults if given[fault] != truth[fault]]
     if not wrong:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, not_judged, one_of, right
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, not_judged, one_each, one_of, right
 from idemlib.races import postgres_at, race
 from idemlib.stores import DuckDBPayments, SQLitePayments, postgres_unavailable, require_servers
 from idemlib.stores.snapshots import SIGNALS, late_duplicate
@@ -52,15 +52,9 @@ def check_race_losers(answer: Any) -> Feedback:
     """Lesson 03, exercise 1: who fails, and where, in each of :data:`SWAPPED_RACES` (each one of :data:`LOSERS`)."""
     if (missing := blank(answer, f"a dict mapping each of {list(SWAPPED_RACES)} to one of {list(LOSERS)}")) is not None:
         return missing
-    if not isinstance(answer, dict) or set(answer) != set(SWAPPED_RACES):
-        return hint(f"Answer with a dict whose keys are exactly {list(SWAPPED_RACES)}, each mapped to one of "
-                    f"{list(LOSERS)}.")
-    given: dict[str, str] = {}
-    for case, loser in answer.items():
-        named = one_of(loser, LOSERS, f"the loser of {case!r}")
-        if not isinstance(named, str):
-            return named
-        given[case] = named
+    given = one_each(answer, SWAPPED_RACES, LOSERS, "the loser")
+    if isinstance(given, Feedback):
+        return given
     truth = swapped_race_losers()
     wrong = [case for case in SWAPPED_RACES if given[case] != truth[case]]
     if not wrong:
