@@ -182,7 +182,7 @@ def test_a_sandboxs_memory_is_bounded_for_all_its_processes_together():
 def test_the_sandbox_sees_the_course_without_the_checks_code(tmp_path):
     course = sandbox.course_copy(tmp_path / "course")
     assert sorted(p.name for p in (course / "idemlib" / "course" / "exercises").iterdir()) == [
-        "__init__.py", "feedback.py"]
+        "__init__.py", "feedback.py", "restart.py"]
     assert (course / "idemlib" / "sim.py").is_file() and (course / "data" / "facts.csv").is_file()
 
 

@@ -84,10 +84,10 @@ class Sandbox:
             self.gone = f"the hand-in's run sent too much ({str(error)[:80]})"
         raise SandboxGone(self.gone)
 
-    def call(self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any], *, restart: bool = False) -> Any:
-        """Call the hand-in's function ``handle`` in its sandbox (with ``restart``, in a fresh process there, as a
-        restarted consumer would); its value, or its error raised here."""
-        self.send({"restart" if restart else "call": handle.number, "args": dump(list(args)), "kwargs": dump(kwargs)})
+    def call(self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any], *, mode: str = "call") -> Any:
+        """Call the hand-in's function ``handle`` in its sandbox (``mode`` "each": once per tuple in ``args``;
+        "restart": in a fresh process there, as a restarted consumer would); its value, or its error raised here."""
+        self.send({mode: handle.number, "args": dump(list(args)), "kwargs": dump(kwargs)})
         reply = self.receive(self.call_seconds, ("result", "raised"))
         if "result" in reply:
             return wrapped(load(reply["result"]), self)
@@ -97,6 +97,9 @@ class Sandbox:
         if isinstance(error, type) and issubclass(error, Exception) and not issubclass(error, Warning):
             raise error(str(message)[:300])
         raise AnswerRaised(f"{str(name)[:60]}: {str(message)[:300]}")
+
+
+BATCH = 20_000  # calls per trip to the sandbox: well inside what one message may carry (carry.ITEMS)
 
 
 class AnswerFunction:
@@ -111,13 +114,25 @@ class AnswerFunction:
         except SandboxGone as gone:
             raise TimeoutError(str(gone)) from None
 
+    def call_each(self, arguments: list[tuple[Any, ...]]) -> list[Any]:
+        """The function called on each tuple of ``arguments``, in the sandbox, a batch of calls per trip
+        (:func:`~idemlib.course.exercises.feedback.call_each`); the first error raised stops it, raised here."""
+        results: list[Any] = []
+        for start in range(0, len(arguments), BATCH):
+            batch = [list(args) for args in arguments[start:start + BATCH]]
+            try:
+                results += self._sandbox.call(self._handle, tuple(batch), {}, mode="each")
+            except SandboxGone as gone:
+                raise TimeoutError(str(gone)) from None
+        return results
+
     def in_fresh_process(self, arguments: Any, machine: Any, seed: int) -> list[Any]:
         """The function's answers for ``arguments`` in a fresh process on ``machine``, run in the hand-in's sandbox
         (the check's restart test, :func:`~idemlib.course.exercises.restart.in_fresh_process`)."""
         try:
             return self._sandbox.call(self._handle, tuple(list(item) for item in arguments),
                                       {"machine": [machine.host, machine.zone, machine.seconds_later], "seed": seed},
-                                      restart=True)
+                                      mode="restart")
         except SandboxGone as gone:
             raise TimeoutError(str(gone)) from None
 

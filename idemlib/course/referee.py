@@ -139,8 +139,9 @@ class Referee:
             message = decode(line)
             if "done" in message:
                 return
-            restart = "restart" in message
-            number = message.get("restart" if restart else "call")
+            mode = next((key for key in ("call", "each", "restart") if key in message), "call")
+            restart = mode == "restart"
+            number = message.get(mode)
             if type(number) is not int or not 0 <= number < len(self.functions):
                 continue
             function = self.functions[number]
@@ -148,6 +149,9 @@ class Referee:
             if restart:  # the function started again in a fresh process, here in the sandbox (a restarted consumer)
                 how, value = self.bounded("the answer's function, restarted", self.cell_seconds,
                                           lambda: dump(_restarted(function, args, kwargs)))
+            elif mode == "each":  # a batch of calls, one trip: the check's call_each
+                how, value = self.bounded("the answer's function", self.cell_seconds,
+                                          lambda: dump([function(*one) for one in args], self._keep))
             else:
                 how, value = self.bounded("the answer's function", self.cell_seconds,
                                           lambda: dump(function(*args, **kwargs), self._keep))

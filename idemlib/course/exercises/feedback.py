@@ -110,6 +110,16 @@ def hint(message: str) -> Feedback:
     return Feedback(False, message)
 
 
+def call_each(function: Any, arguments: list[tuple[Any, ...]]) -> list[Any]:
+    """``function`` called on each tuple of ``arguments``, in order. A check that calls an answer's function on
+    many inputs calls it through this: while grading, the function is in the hand-in's sandbox, and a graded
+    answer's function takes the calls in batches (one trip to the sandbox for thousands of calls, not one each)."""
+    batched = getattr(function, "call_each", None)
+    if callable(batched):
+        return list(batched(arguments))
+    return [function(*args) for args in arguments]
+
+
 def not_judged(why: str) -> Feedback:
     """The check could not judge here (``why``: what was missing, and how to get it); neither right nor wrong."""
     return Feedback(False, f"{NOT_JUDGED}: {why}")

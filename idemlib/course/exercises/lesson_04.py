@@ -7,7 +7,7 @@ import random
 import string
 from typing import Any
 
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.facts import fact_number
 from idemlib.provider import PaymentProvider
@@ -125,7 +125,7 @@ def check_key_function(call_key: Any, *, seed: int = 4) -> Feedback:
                     "key (a string).")
     calls = provider_calls(seed=seed)
     try:
-        keys = [call_key(*one) for one in calls]
+        keys = call_each(call_key, calls)
     except Exception as error:  # noqa: BLE001 - the learner's code: any error is worth a hint, not a traceback
         return hint(f"Calling it as call_key('payments', 'm-7f3', 'charge') failed ({type(error).__name__}: {error}). "
                     "It takes three arguments: the consumer's name, the message ID and the name of the call.")
@@ -138,7 +138,7 @@ def check_key_function(call_key: Any, *, seed: int = 4) -> Feedback:
         return hint(f"A key of {len(longest)} characters: Stripe accepts keys of up to {limit}, and message IDs run to "
                     "200. Keep each part whole, but spend no characters on padding or repeats.")
     sample = calls[::500]
-    if [call_key(*one) for one in sample] != keys[::500]:
+    if call_each(call_key, sample) != keys[::500]:
         return hint("Asked twice for the key of the same call, it gave two different keys, as a fresh UUID or the clock "
                     "would. A retry must send the key of the first attempt, or the provider sees a new request.")
     if len(set(keys)) < len(keys):

@@ -19,7 +19,7 @@ import pandas as pd
 
 from idemlib.brokers.models import SQS_FIFO_CONTENT
 from idemlib.brokers.sources import SOURCES, run_broker
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
 from idemlib.messages import Message
 
 __all__ = ["check_content_based", "check_dedup_id"]
@@ -229,11 +229,13 @@ def check_dedup_id(answer: Any, *, seed: int = 7) -> Feedback:
         return hint(f"Answer with a function of one event, such as lambda event: ..., not a {type(answer).__name__}.")
     events, resent = _events(seed, EVENTS, RETRIES)
     ids: list[str] = []
-    for event in (*events, *(again for _, again in resent)):
-        try:
-            made = answer(dict(event))  # a copy: an answer that changes its event changes nothing here
-        except Exception as error:  # the learner's code: any failure becomes a hint, never a crash
-            return hint(f"Your function raised {type(error).__name__}: {error} on the event {event}.")
+    sent = [*events, *(again for _, again in resent)]
+    try:
+        # Copies: an answer that changes its event changes nothing here.
+        made_ids = call_each(answer, [(dict(event),) for event in sent])
+    except Exception as error:  # the learner's code: any failure becomes a hint, never a crash
+        return hint(f"Your function raised {type(error).__name__}: {error} on one of the events, such as {sent[0]}.")
+    for event, made in zip(sent, made_ids):
         if not isinstance(made, str):
             return hint(f"SQS takes the deduplication ID as a string; your function returned a "
                         f"{type(made).__name__} ({made!r:.60}) for {event}.")
