@@ -3,8 +3,9 @@
 Besides text and HTML for the reader, a verdict is displayed as a small JSON
 document of its own MIME type (:data:`VERDICT_MIME`) naming the exercise and the
 verdict, for tools that read executed notebooks. Grading believes no displayed
-verdict: ``idemlib.course.referee`` calls each check again itself and reads the
-``Feedback`` it returns, and no grading depends on the wording of a message.
+verdict: the grader's judge (``idemlib.course.judge``), a process no student code runs in, calls each
+check itself on the answers the sandbox sends and reads the ``Feedback`` it returns, and no grading
+depends on the wording of a message.
 
 What an answer may be, so that grading can carry it out of the hand-in's sandbox as data and judge it
 in a process no student code ever ran in:
