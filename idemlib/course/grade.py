@@ -40,7 +40,7 @@ from nbformat import NotebookNode
 from idemlib.course import handin, sandbox
 from idemlib.course.grades_page import write_html
 from idemlib.course.lessons import LESSONS, lesson_paths, title_of
-from idemlib.course.rerun import called_check, check_call, check_modules, read_report, stand_ins, steps_for
+from idemlib.course.rerun import called_check, check_call, modules_of_checks, read_report, stand_ins, steps_for
 
 CELL_SECONDS = 60
 NOTEBOOK_SECONDS = 300
@@ -156,7 +156,7 @@ def _judged(steps: list[dict[str, Any]], lesson: NotebookNode, class_: Class, *,
             notebook_seconds: float) -> tuple[sandbox.Outcome, dict[str, tuple[str, str]], str]:
     """Run the referee on ``steps`` in a sandbox, its answers judged by a judge of the grader's;
     (how the sandbox ended, each exercise's (verdict, message), the sandbox's mode)."""
-    modules = check_modules(lesson)
+    modules = modules_of_checks(lesson)
     checks = []
     for step in steps:
         if step["kind"] == "check":
@@ -327,7 +327,7 @@ def grade_folder(folder: Path, out: Path, *, lessons_folder: Path = LESSONS, exp
     with tempfile.TemporaryDirectory(prefix="idemlib-course-") as shared:
         Path(shared).chmod(0o755)
         course = sandbox.course_copy(Path(shared) / "course")
-        modules = {module for lesson in lessons.values() for module in check_modules(lesson).values()}
+        modules = {module for lesson in lessons.values() for module in modules_of_checks(lesson).values()}
         hidden = [folder.resolve(), out.resolve(), lessons_folder.resolve()]
         class_ = Class(mode, course, stand_ins(modules), hidden)
         if mode == sandbox.DEDICATED_USER:

@@ -126,7 +126,7 @@ def check_call(source: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, A
     return positional, keywords, expressions
 
 
-def check_modules(lesson: NotebookNode) -> dict[str, str]:
+def modules_of_checks(lesson: NotebookNode) -> dict[str, str]:
     """Each check the lesson's cells import, by the module it is imported from (``from M import check_x``)."""
     found: dict[str, str] = {}
     for cell in lesson.cells:
