@@ -1,4 +1,4 @@
-"""The order of message IDs, and what it does to the inbox's index on a real PostgreSQL server.
+"""The order of message IDs, and what it does to the inbox's index on a real PostgreSQL server (lesson 05).
 
 A random UUID (version 4) lands anywhere in the inbox's B-tree, so inserts split
 pages all over the index and leave them part full; a time-ordered one (version 7,
