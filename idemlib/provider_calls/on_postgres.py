@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from idemlib.stores.postgres_store import PostgresPayments
+from idemlib.stores.sql import PaymentsSession
 
 WAIT_LIMIT_SECONDS = 30.0
 """How long to wait for the second delivery to be seen waiting before giving up with an error."""
@@ -39,10 +40,10 @@ def call_inside_on_postgres(message_id: str = "m-7f3") -> dict[str, Any]:
     its insert. Returns what the server reported, by name.
     """
     database = PostgresPayments()
-    first, second = database.session(), database.session()
+    first_cursor, second_cursor = database.connect(), database.connect()  # one connection per consumer
+    first, second = PaymentsSession(first_cursor, database), PaymentsSession(second_cursor, database)
     reader = database.connect().connection
-    first_pid = first._cursor.connection.info.backend_pid
-    second_pid = second._cursor.connection.info.backend_pid
+    first_pid, second_pid = first_cursor.connection.info.backend_pid, second_cursor.connection.info.backend_pid
     answered = threading.Event()  # the provider's answer to the first delivery's call
     second_new: list[bool] = []
 
