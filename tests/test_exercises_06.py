@@ -8,7 +8,8 @@ BANKS = {
     "check_version_order": Bank(
         right=[(["m-2", "m-1", "m-2"],), (("m-2", "m-1", "m-2", "m-2"),), ([" m-2", "m-1 ", "m-2"],),
                (["m-2", "m-2", "m-1", "m-2"],),  # a redelivered m-2 before the overtaken m-1
-               (["m-2", "m-1", "m-2", "m-1"],)],
+               (["m-2", "m-1", "m-2", "m-1"],),
+               (["m-2", "m-1", "m-1", "m-2"],)],  # the overtaken m-1 twice, then m-2 once more
         wrong=[
             Wrong((["m-2", "m-1"],), "last-ID row"),  # the versioned row's half alone (the old exercise's answer)
             Wrong((["m-1", "m-2", "m-1"],), "never applied"),  # the lesson's late duplicate: the versioned row is right
@@ -23,6 +24,9 @@ BANKS = {
             Wrong(([],), "list of message IDs"),
             Wrong((["M-2", "m-1", "m-2"],), "neither"),  # IDs are compared exactly, as the inbox compares them
             Wrong((["m-1", "m-1", "m-1"],), "never applied"),
+            Wrong(({"m-2", "m-1"},), "list of message IDs"),  # a set has no order
+            Wrong(([2, 1, 2],), "neither"),  # the versions, not the message IDs
+            Wrong((["m-2", "m-1", "m-1"],), "last-ID row"),  # the last-ID row catches the back-to-back m-1
         ],
     ),
 }

@@ -33,6 +33,8 @@ BANKS = {
             Wrong(({409: "same key later", "409": "same key later", 422: "correct it"},), "exactly two keys"),
             Wrong(({400: "correct it", 409: "same key later", 422: "correct it"},), "exactly two keys"),
             Wrong((["same key later", "correct it"],), "dict"),
+            Wrong(([("409", "same key later"), ("422", "correct it")],), "dict"),  # pairs, not a dict
+            Wrong(({409: "same key later", 422: "correct it", 500: "give up"},), "exactly two keys"),
         ],
     ),
 }

@@ -311,16 +311,15 @@ def test_simultaneous_puts_and_deletes_of_one_order_are_all_answered(api, client
 
 
 def test_a_request_that_outlives_its_deadline_is_taken_over_and_only_the_takeover_charges(api, client):
-    api.work_seconds = 0.8
+    held = api.hold_next()  # the first request stays at work until the takeover has answered, however busy the machine
     slow = []
     first = threading.Thread(target=lambda: slow.extend(client.post_charge(CHARGE, key="m-7f3")))
     first.start()
-    while api.stored_keys() != [("shop-1", "m-7f3", None)]:
-        time.sleep(0.01)  # until the first request has claimed the key; it is now at work
+    assert api.wait_for_key("m-7f3")  # the first request has claimed the key; it is now at work
     assert client.post_charge(CHARGE, key="m-7f3")[0].status == 409
     api.clock.advance(api.in_progress_seconds)
-    api.work_seconds = 0.0
     [takeover] = client.post_charge(CHARGE, key="m-7f3")
+    held.set()
     first.join()
     assert slow[0].status == 409 and slow[0].body["title"] == "Request taken over"
     assert (takeover.status, takeover.replayed) == (201, False)

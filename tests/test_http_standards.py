@@ -99,6 +99,18 @@ def test_the_x_client_id_header_means_nothing_to_the_real_server(api, server):
     assert spoofed.status == 401 and api.executions == 1
 
 
+def test_two_authorization_lines_are_refused_before_either_client_is_served(api, server):
+    """Two tokens would leave open whose key this is: the server answers 400 and serves neither (RFC 9110, 5.3)."""
+    first, second = api.issue_token("shop-1"), api.issue_token("shop-2")
+    charge(server, first)  # shop-1 owns m-7f3:charge
+    answer = raw_request(server.url, http_request("POST", "/charges", BODY, {"Idempotency-Key": '"m-7f3:charge"'},
+                                                  extra=(("Authorization", f"Bearer {first}"),
+                                                         ("Authorization", f"Bearer {second}"))))
+    assert answer.status == 400 and is_problem(answer) and "Authorization" in answer.body["title"]
+    assert "idempotent-replayed" not in answer.headers and api.executions == 1
+    assert [client for client, _, _ in api.stored_keys()] == ["shop-1"]
+
+
 # The Idempotency-Key field.
 
 @pytest.mark.parametrize(("lines", "why"), [

@@ -43,6 +43,9 @@ TYPES: dict[str, tuple[str, str]] = {
     "credentials-required": ("Credentials required", "Every request but a GET of these pages carries "
                              "Authorization: Bearer <token>, with the token the server issued to the client."),
     "credentials-not-recognised": ("Credentials not recognised", "The bearer token is not one this server issued."),
+    "one-authorization-field": ("One Authorization field required", "A request carries at most one "
+                                "Authorization header field: its value is one set of credentials, not a list "
+                                "(RFC 9110, section 5.3), and two would leave open which client sent it."),
     "host-required": ("One Host field required", "An HTTP/1.1 request carries exactly one Host header field "
                       "(RFC 9112, section 3.2)."),
     "bad-content-length": ("Bad Content-Length", "Content-Length is one decimal number of bytes."),

@@ -189,6 +189,9 @@ class _Handler(BaseHTTPRequestHandler):
                 raise Refused(404, phrase(404), f"This server has no problem type {name[:40]!r}.")
             return 200, page, {}, False
         order_id = parse_order_id(name) if resource == "status" else 0
+        if (lines := len(self.headers.get_all("Authorization", []))) > 1:  # which of them would the key belong to?
+            raise Refused(400, "One Authorization field required", f"This request carries {lines} Authorization "
+                          "fields; send one, with the token this server issued to your client.", close=True)
         client = api.credentials.client_of(self.headers.get("Authorization"), self.headers.get("X-Client-Id"))
         if resource == "charges":
             status, body, replayed = api.post_charge(client, self.headers.get_all("Idempotency-Key", []), self._body())

@@ -1,0 +1,83 @@
+"""What a provider call made inside the transaction holds on a real PostgreSQL server.
+
+While the consumer waits for the provider, its transaction is open: the inbox row it
+inserted keeps its lock, and its connection sits ``idle in transaction``. A second
+delivery of the same message, on another connection, inserts the same ID and waits
+for the first transaction to end. The course's PostgreSQL reports all of it in
+``pg_stat_activity`` and ``pg_blocking_pids``; the provider's answer here is an event
+the caller sets, so the outcome does not depend on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from idemlib.stores.postgres_store import PostgresPayments
+from idemlib.stores.sql import PaymentsSession
+
+WAIT_LIMIT_SECONDS = 30.0
+"""How long to wait for the second delivery to be seen waiting before giving up with an error."""
+
+
+def _activity(reader: psycopg.Connection, pid: int) -> tuple[str, str | None, str | None]:
+    row = reader.execute("SELECT state, wait_event_type, wait_event FROM pg_stat_activity WHERE pid = %s",
+                         (pid,)).fetchone()
+    return (row[0], row[1], row[2]) if row else ("gone", None, None)
+
+
+def call_inside_on_postgres(message_id: str = "m-7f3") -> dict[str, Any]:
+    """Deliver ``message_id`` twice at once to the *call inside* consumer, the first held in its provider call.
+
+    The first delivery begins, inserts the ID into the inbox and starts its provider
+    call (which does not answer until this function lets it). The second delivery, on
+    a connection of its own, inserts the same ID. Read while the call is still out:
+    the first connection's state, the second's wait and who blocks it. Then the
+    provider answers, the first delivery charges and commits, and the second finishes
+    its insert. Returns what the server reported, by name.
+    """
+    database = PostgresPayments()
+    first_cursor, second_cursor = database.connect(), database.connect()  # one connection per consumer
+    first, second = PaymentsSession(first_cursor, database), PaymentsSession(second_cursor, database)
+    reader = database.connect().connection
+    first_pid, second_pid = first_cursor.connection.info.backend_pid, second_cursor.connection.info.backend_pid
+    answered = threading.Event()  # the provider's answer to the first delivery's call
+    second_new: list[bool] = []
+
+    first.begin()
+    assert first.record_message(message_id)
+
+    def second_delivery() -> None:
+        second.begin()
+        second_new.append(second.record_message(message_id))  # waits here for the first transaction
+        second.commit()
+
+    thread = threading.Thread(target=second_delivery)
+    thread.start()
+    deadline = time.monotonic() + WAIT_LIMIT_SECONDS
+    while _activity(reader, second_pid)[1] != "Lock":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the second delivery was not seen waiting within {WAIT_LIMIT_SECONDS:g} s")
+        time.sleep(0.01)
+    during = {
+        "first delivery's connection, during the call": _activity(reader, first_pid)[0],
+        "second delivery waits on": "{1} ({2})".format(*_activity(reader, second_pid)),
+        "second delivery blocked by the first": reader.execute("SELECT %s = ANY(pg_blocking_pids(%s))",
+                                                               (first_pid, second_pid)).fetchone()[0],
+        "second delivery finished before the answer": bool(second_new),
+    }
+    answered.set()
+    first.charge(1042, 40, message_id)
+    first.commit()
+    thread.join(WAIT_LIMIT_SECONDS)
+    settings = {name: reader.execute(f"SHOW {name}").fetchone()[0]
+                for name in ("idle_in_transaction_session_timeout", "max_connections")}
+    server = reader.execute("SHOW server_version").fetchone()[0].split()[0]
+    return {**during,
+            "second delivery, once the first committed": "new" if second_new == [True] else "duplicate: skip",
+            "charges in the database": database.total_charged() // 40,
+            **{f"server setting {name}": value for name, value in settings.items()},
+            "server": f"PostgreSQL {server}"}
