@@ -111,13 +111,13 @@ def _bank(*, unique_per_application: bool) -> LoanBank:
 
 
 MISTAKES = (
-    Design("1 · check outside the transaction", guard="check outside"),
-    Design("2 · key made up on each attempt", payout_key="per attempt"),
-    Design("3 · deduplication in memory only", guard="memory"),
-    Design("4 · IDs kept too briefly", keep_hours=1),
-    Design("5 · key not passed on", payout_key="none"),
+    Design("mistake 1: check outside the transaction", guard="check outside"),
+    Design("mistake 2: key made up on each attempt", payout_key="per attempt"),
+    Design("mistake 3: deduplication in memory only", guard="memory"),
+    Design("mistake 4: IDs kept too briefly", keep_hours=1),
+    Design("mistake 5: key not passed on", payout_key="none"),
 )
-"""The article's five typical mistakes, each one setting away from the safe inbox."""
+"""The five typical mistakes, each one setting away from the safe inbox."""
 
 SAFE = (
     Design("inbox"),
