@@ -47,7 +47,7 @@ def kept_or_expired(*, ttl_ms: int = 200, wait_s: float = 0.5) -> pd.DataFrame:
         rows = {}
         for label, (queue, dead_letters) in queues.items():
             method, _, _ = channel.basic_get(queue, auto_ack=True)
-            parked = _dead_lettered(channel, dead_letters, tries=20 if setups[label] else 1)
+            parked = _dead_lettered(channel, dead_letters, tries=60 if setups[label] else 1)
             rows[label] = {f"read after {wait_s:g} s": "the message" if method is not None else "nothing",
                            "in its dead-letter queue": parked[0], "x-death reason": parked[1]}
         return pd.DataFrame(rows).T
@@ -60,8 +60,10 @@ def kept_or_expired(*, ttl_ms: int = 200, wait_s: float = 0.5) -> pd.DataFrame:
 
 
 def _dead_lettered(channel: BlockingChannel, queue: str, *, tries: int) -> tuple[int, str]:
-    """How many messages ``queue`` holds (asking ``tries`` times, 50 ms apart, for a dead letter in flight), and the
-    first one's reason."""
+    """How many messages ``queue`` holds and the first one's reason.
+
+    It asks ``tries`` times, 50 ms apart: the dead letter may still be on its way on a busy machine.
+    """
     for _ in range(tries):
         method, properties, _ = channel.basic_get(queue, auto_ack=True)
         if method is not None:
