@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import base64
 import hashlib
 import json
 import uuid
@@ -69,7 +70,12 @@ BANKS = {
                # a name-based UUID, a fixed-width number after the name, a 48-bit digest: all name the event
                (lambda e: str(uuid.uuid5(uuid.NAMESPACE_URL, f"{e['producer']}/{e['seq']}")),),
                (lambda e: f"{e['producer']}{e['seq']:010d}",),
-               (lambda e: hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).hexdigest()[:12],)],
+               (lambda e: hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).hexdigest()[:12],),
+               # a fixed prefix before a long digest, the whole digest in base64, a prefix and suffix around the identity
+               (lambda e: "dedup-" + hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).hexdigest()[:16],),
+               (lambda e: base64.urlsafe_b64encode(hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).digest())
+                .decode(),),
+               (lambda e: f"evt-{e['producer']}-{e['seq']}-v1",)],
         wrong=[
             Wrong((lambda e: hashlib.sha256(json.dumps(e).encode()).hexdigest(),), "body as sent"),
             Wrong((lambda e: hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest(),), "sent_at"),
@@ -87,6 +93,17 @@ BANKS = {
             # text) but the birthday bound at 10^5 events; judged by how many IDs it can make
             Wrong((lambda e: str(zlib.crc32(f"{e['producer']}:{e['seq']}".encode())),), "birthday"),
             Wrong((lambda e: format(zlib.crc32(f"{e['producer']}:{e['seq']}".encode()), "08x"),), "birthday"),
+            # the same CRC-32 behind a fixed prefix or suffix, or in base64: the shared text adds no values,
+            # so the check counts only what varies (these passed before it did, on every seed tried)
+            Wrong((lambda e: "id-%08x" % zlib.crc32(f"{e['producer']}:{e['seq']}".encode()),), "birthday"),
+            Wrong((lambda e: "%08x-v1" % zlib.crc32(f"{e['producer']}:{e['seq']}".encode()),), "birthday"),
+            Wrong((lambda e: base64.b64encode(zlib.crc32(f"{e['producer']}:{e['seq']}".encode()).to_bytes(4, "big"))
+                   .decode(),), "birthday"),
+            Wrong((lambda e: "%08x-0000-4000-8000-000000000000" % zlib.crc32(f"{e['producer']}:{e['seq']}".encode()),),
+                  "birthday"),
+            Wrong((lambda e: "pay-%d" % (int(hashlib.md5(f"{e['producer']}:{e['seq']}".encode()).hexdigest(), 16)
+                                         % 10**12),), "birthday"),
+            Wrong((lambda e: "a%d" % zlib.adler32(f"{e['producer']}:{e['seq']}".encode()),), "same ID"),
             # Python's hash() of the identity: the same in this process, another after a producer restarts
             Wrong((lambda e: str(hash((e["producer"], e["seq"]))),), "PYTHONHASHSEED"),
             Wrong((lambda e: format(hash(f"{e['producer']}:{e['seq']}") % 2**64, "x"),), "PYTHONHASHSEED"),
@@ -104,6 +121,15 @@ def test_a_right_dedup_id_passes_on_other_events_too():
 
     for seed in (1, 2):
         assert check_dedup_id(lambda e: f"{e['producer']}:{e['seq']}", seed=seed)
+        assert check_dedup_id(lambda e: f"evt-{e['producer']}-{e['seq']}-v1", seed=seed)
+
+
+def test_a_short_digest_behind_a_fixed_prefix_is_refused_on_other_events_too():
+    from idemlib.course.exercises import check_dedup_id
+
+    for seed in (1, 3):
+        feedback = check_dedup_id(lambda e: "id-%08x" % zlib.crc32(f"{e['producer']}:{e['seq']}".encode()), seed=seed)
+        assert not feedback and "birthday" in str(feedback)
 
 
 def test_the_sample_events_are_the_kind_the_check_sends():

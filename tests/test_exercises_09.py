@@ -35,6 +35,7 @@ BANKS = {
             Wrong((90, 200), "both the lease and the deadline"),  # a deadline over one lease costs a second lease
             # The deadline shorter than the work: no copy arrived in the gap, but one could.
             Wrong((100, 60), "ran out 13 s before"),
+            Wrong((300, 10), "ran out 63 s before"),  # a long lease cannot save a deadline shorter than the work
             Wrong((100, 73), "the very moment"),
             # Each number fine alone, together too slow after a crash: the waits add up.
             Wrong((230, 100), "300 s allowed"),

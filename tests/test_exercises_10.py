@@ -61,6 +61,9 @@ BANKS = {
                 "version = greatest(orders.version, excluded.version)",),
                # A semicolon inside a comment is not a second statement.
                ("-- newest wins; an old copy changes nothing\n" + UPSERT_GUARD + ";\n",),
+               # The row from a SELECT rather than VALUES, the guard written the other way round.
+               ("INSERT INTO orders SELECT $order_id, $status, $version ON CONFLICT (order_id) DO UPDATE SET "
+                "status = excluded.status, version = excluded.version WHERE excluded.version > orders.version",),
                # Replace the row only when no row as new exists.
                ("INSERT OR REPLACE INTO orders SELECT $order_id, $status, $version WHERE NOT EXISTS "
                 "(SELECT 1 FROM orders WHERE order_id = $order_id AND version >= $version)",)],
@@ -75,6 +78,10 @@ BANKS = {
             Wrong(("INSERT OR REPLACE INTO orders VALUES ($order_id, $status, $version)",), "newer"),
             Wrong((UPSERT_WITH.format("orders.version > excluded.version"),), "newer"),  # the comparison reversed
             Wrong((UPSERT_WITH.format("orders.version <> excluded.version"),), "newer"),
+            # Guards that look at something other than the order of the versions (tried in the depth review).
+            Wrong((UPSERT_WITH.format("orders.status <> excluded.status"),), "newer"),
+            Wrong((UPSERT_WITH.format("excluded.version > 0"),), "newer"),
+            Wrong(("INSERT OR IGNORE INTO orders VALUES ($order_id, $status, $version)",), "newer"),
             # The guard without remembering the version: the row keeps version of its first message.
             Wrong(("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
                    "status = excluded.status WHERE orders.version < excluded.version",), "remember"),

@@ -12,7 +12,7 @@ RIGHT = ["yes", "no", "yes", "yes", "yes"]
 
 
 def _design(**settings: object) -> dict[str, object]:
-    return {"guard": "version", "payout_key": "derived", "keep_ids": "forever", "reconcile": True, **settings}
+    return {"guard": "version", "payout_key": "approval", "keep_ids": "forever", "reconcile": True, **settings}
 
 
 BANKS = {
@@ -47,6 +47,10 @@ BANKS = {
             # The inbox, however long it keeps IDs: a copy under a new message ID is new to it.
             Wrong((_design(guard="inbox", keep_ids="forever"),), "new message ID"),
             Wrong((_design(guard="inbox", payout_key="approval", keep_ids="7 days"),), "new message ID"),
+            # The key from the message: a copy under a new ID while the first is still being paid out sends
+            # another key, and the lookup cannot see a payout in flight (accepted before the check ran that twin).
+            Wrong((_design(payout_key="derived"),), "still being paid out"),
+            Wrong((_design(guard="unique application", payout_key="derived", keep_ids="2 days"),), "both copies"),
             # No recorded intent: 30 h is past the payment system's key window.
             Wrong((_design(reconcile=False),), "question 4"),
             Wrong((_design(guard="unique application", reconcile=False),), "key window"),

@@ -1,4 +1,4 @@
-"""Reviewing a design of the mortgage case (lesson 12): run it under faults and answer the article's five questions.
+"""Reviewing a design of the mortgage case (lesson 12): run it under faults and answer the five questions of section 7.
 
 A :class:`Design` is one setting of the account service (its guard, its payout key,
 how long it keeps its own processed IDs, whether it records its payout intent and
@@ -111,13 +111,13 @@ def _bank(*, unique_per_application: bool) -> LoanBank:
 
 
 MISTAKES = (
-    Design("1 · check outside the transaction", guard="check outside"),
-    Design("2 · key made up on each attempt", payout_key="per attempt"),
-    Design("3 · deduplication in memory only", guard="memory"),
-    Design("4 · IDs kept too briefly", keep_hours=1),
-    Design("5 · key not passed on", payout_key="none"),
+    Design("mistake 1: check outside the transaction", guard="check outside"),
+    Design("mistake 2: key made up on each attempt", payout_key="per attempt"),
+    Design("mistake 3: deduplication in memory only", guard="memory"),
+    Design("mistake 4: IDs kept too briefly", keep_hours=1),
+    Design("mistake 5: key not passed on", payout_key="none"),
 )
-"""The article's five typical mistakes, each one setting away from the safe inbox."""
+"""The five typical mistakes, each one setting away from the safe inbox."""
 
 SAFE = (
     Design("inbox"),
@@ -231,7 +231,7 @@ QUESTIONS = (
     "How long do we keep keys, and is it enough for the longest outage?",
     "Do we pass the key on to the systems we call?",
 )
-"""The article's five questions, in its order."""
+"""The five questions of lesson 12's section 7, in its order."""
 
 
 def _plural(count: int, noun: str) -> str:
@@ -306,7 +306,7 @@ def payout_after_key_window(hours: float = 30.0) -> pd.DataFrame:
 
 
 def five_questions(design: Design, outage_hours: float = OUTAGE_HOURS) -> pd.Series:
-    """The article's five questions for ``design``, each answered by running it: yes or NO, then what was measured.
+    """The five questions for ``design``, each answered by running it: yes or NO, then what was measured.
 
     1. two deliveries (an ack lost; a restart after the commit; two consumers at once,
     :func:`at_once`); 2. the payout's answer lost, and the payout answered 429 (rate limited

@@ -65,7 +65,7 @@ class AccountService(Handler):
     - ``"none"``: it does not;
     - ``"check outside"``: it reads the inbox, then writes, each statement on its own;
     - ``"memory"``: it keeps handled IDs in a Python set, which a restart empties;
-    - ``"inbox"``: the reference article's handler: the check, then the account and the ID saved together in
+    - ``"inbox"``: the usual handler: the check, then the account and the ID saved together in
       one transaction, the ID under a unique key, so a racing twin fails and is treated as done;
     - ``"unique application"``: no inbox; one account per application, enforced by a unique index;
     - ``"version"``: no inbox; the account is opened only while the application is at the
@@ -139,7 +139,7 @@ class AccountService(Handler):
         if (yield from self._already_done(ctx, db, order)):
             ctx.note("duplicate skipped")
         elif self.guard == "inbox":
-            # The reference article's handler: the account and the processed ID saved together (one SaveChanges).
+            # The usual handler: the account and the processed ID saved together (one SaveChanges).
             yield "save"
             db.open_account(order.application_id, order.amount, ctx.message_id)
             if self._save_id(ctx, db):

@@ -77,6 +77,6 @@ def plot_review(review: pd.DataFrame) -> Figure:
                 fontsize=10 if good else 7)
     ax.set_xticks(range(ok.shape[1]), list(ok.columns))
     ax.set_yticks(range(len(ok)), list(ok.index))
-    ax.set_xlabel("the five questions, in the article's order (spelled out above)")
+    ax.set_xlabel("the five questions, in section 7's order (spelled out above)")
     ax.set_title("Five questions, answered by running each design")
     return figure

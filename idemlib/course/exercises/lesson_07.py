@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
 import re
 import string
 from datetime import datetime, timedelta
@@ -167,10 +168,19 @@ def _id_space(ids: list[str]) -> float:
     """How many IDs the answer can make at most, judged from its output: its characters, to the power of its length.
 
     An ID that names the event grows with the producer's name and number, so its space is vast;
-    a short digest (a CRC-32, eight hex digits) stays small whatever it is fed.
+    a short digest (a CRC-32, eight hex digits) stays small whatever it is fed. Text every ID
+    shares at its start or end (``"id-"``, base64's ``"=="``) adds no values, so it is not counted.
     """
-    alphabet, longest = len(set("".join(ids))), max(map(len, ids))
+    varying = _without_shared_ends(ids)
+    alphabet, longest = len(set("".join(varying))), max(map(len, varying))
     return float(alphabet) ** longest if alphabet > 1 else float(longest)
+
+
+def _without_shared_ends(ids: list[str]) -> list[str]:
+    """The IDs with the prefix and the suffix that all of them share cut off (an ID left empty stays empty)."""
+    start = len(os.path.commonprefix(ids))
+    end = len(os.path.commonprefix([made[start:][::-1] for made in ids]))
+    return [made[start:len(made) - end] for made in ids]
 
 
 def _builtin_hashes(event: dict[str, Any]) -> set[str]:
@@ -259,8 +269,10 @@ def check_dedup_id(answer: Any, *, seed: int = 7) -> Feedback:
                     "agree, but Python seeds its string hash anew in every process (PYTHONHASHSEED), so the retry "
                     "a restarted producer sends gets another ID. Which functions give the same digest everywhere?")
     if (values := _id_space(ids)) < MIN_ID_SPACE:
-        return hint(f"Your IDs use {len(set(''.join(ids)))} different characters and at most {max(map(len, ids))} "
-                    f"of them: about {values:.1e} possible IDs. No two of these {EVENTS:,} events collided, but "
+        varying = _without_shared_ends(ids)
+        return hint(f"Besides what every ID shares at its start or end, your IDs use {len(set(''.join(varying)))} "
+                    f"different characters and at most {max(map(len, varying))} of them: about {values:.1e} possible "
+                    f"IDs. No two of these {EVENTS:,} events collided, but "
                     "that is luck or structure in this data: how many values can your ID take, and what does the "
                     "birthday bound say about that many events inside one deduplication interval?")
     return right(f"{EVENTS:,} events from {len(PRODUCERS)} producers got {EVENTS:,} different IDs, and each of "

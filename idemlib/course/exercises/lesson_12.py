@@ -9,6 +9,7 @@ import numpy as np
 
 from idemlib.case_study.design_review import KEY_HOURS, QUESTIONS, RESENT_42, Design, answer_runs, run
 from idemlib.case_study.mortgage import APPLICATION_42, GUARDS, PAYOUT_KEYS
+from idemlib.case_study.slow_payout import PAYOUT_SECONDS
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, one_of, right
 
 __all__ = ["ANSWERS", "GUARDS", "KEEP_IDS", "LONGEST_OUTAGE_HOURS", "PAYOUT_KEYS", "REVIEW_EXERCISE",
@@ -111,7 +112,7 @@ def _design(answer: Any) -> Design | Feedback:
 def check_safe_design(design: Any) -> Feedback:
     """Lesson 12: a design, as a dict of named options, for which the runs answer all five questions yes with
     retries up to :data:`LONGEST_OUTAGE_HOURS` late, and the same approval re-sent under a new message ID opens one
-    account and pays once."""
+    account and pays once, also when the copy comes while the first is still being paid out."""
     if (missing := blank(design, 'a dict {"guard": ..., "payout_key": ..., "keep_ids": ..., "reconcile": ...}')
             ) is not None:
         return missing
@@ -129,7 +130,16 @@ def check_safe_design(design: Any) -> Feedback:
         return hint(f"The same approval re-sent under a new message ID ends as {resent}: your guard remembers the "
                     "message, not the business fact, and a copy with another ID is new to it (section 5, the runs "
                     "that tell the designs apart).")
+    # The re-sent copy while the first is still being paid out: the lookup cannot see a payout
+    # still in flight, so only a key both copies share (made from the approval) stops a second one.
+    twin = run(built, messages=(APPLICATION_42, RESENT_42), consumers=2, step_seconds={"pay out": PAYOUT_SECONDS})
+    if not twin.once:
+        return hint(f"The approval re-sent under a new message ID while the first copy is still being paid out (two "
+                    f"consumers, a payment system that answers after {PAYOUT_SECONDS:g} s) ends as {twin}: the "
+                    "lookup cannot find a payout that is still being made. What payout key would both copies send "
+                    "(mistake 4's note on the lookup, and section 5's last paragraph)?")
     return right(f"All five questions yes with retries {LONGEST_OUTAGE_HOURS:g} h late, and one account and one "
-                 "payout for an approval re-sent under a new ID. The payment system still "
+                 "payout for an approval re-sent under a new ID, even while the first copy is still being paid out. "
+                 "The payment system still "
                  f"forgets a key once it is {KEY_HOURS:g} h old: the recorded intent and its lookup, not its "
                  "memory, stop the second payout.")
