@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # nbformat takes seconds to import (its validator's schemas): a check's verdict never needs it
@@ -85,7 +86,8 @@ def fold_solutions(lessons: list[Path] | None = None) -> list[Path]:
     return changed
 
 
-def _nbformat():  # noqa: ANN202 - the module, imported on first use
+def _nbformat() -> ModuleType:
+    """The nbformat module, imported on first use (a check's verdict reads lesson paths, never notebooks)."""
     import nbformat
 
     return nbformat
