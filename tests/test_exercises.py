@@ -18,13 +18,16 @@ def test_html_escapes_what_the_learner_typed():
     assert "<script>" not in ex.hint("Not '<script>'.")._repr_html_()
 
 
-def test_a_named_option_is_matched_exactly_and_an_unknown_one_lists_the_valid_ones():
+def test_a_named_option_is_matched_whole_in_any_case_and_an_unknown_one_lists_the_valid_ones():
     options = ("before commit", "after commit")
     assert ex.one_of(" after commit ", options) == "after commit"
+    assert ex.one_of("After  Commit", options) == "after commit"  # the printed name, typed in another case
     refused = ex.one_of("After the commit", options)
     assert isinstance(refused, ex.Feedback) and not refused
     assert "'before commit', 'after commit'" in refused.message
     assert isinstance(ex.one_of(2, options), ex.Feedback)
+    # the hint quotes the exercise's keys as printed (str.capitalize would lowercase them)
+    assert "'DuckDB, B commits'" in ex.one_of("B", options, "the loser of 'DuckDB, B commits'").message
 
 
 def test_a_check_that_cannot_judge_says_so_and_is_neither_right_nor_wrong():

@@ -27,12 +27,11 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from idemlib.course.lessons import LESSONS, lesson_paths
+from idemlib.course.lessons import LESSONS, MANIFEST, lesson_paths
 from idemlib.course.publish import STUB_NOTE, copy_support_files, student_copy
 from idemlib.course.rerun import called_check
 
 # In the learner's folder: which full lessons the copies came from (read by idemlib.course.solutions).
-MANIFEST = ".idemlib-lessons.json"
 BACKUPS = "older-copies"
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import nbformat
-from nbformat import NotebookNode
+if TYPE_CHECKING:  # nbformat takes seconds to import (its validator's schemas): a check's verdict never needs it
+    from nbformat import NotebookNode
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 LESSONS = ROOT / "notebooks"
+MANIFEST = ".idemlib-lessons.json"
+"""In a learner's folder of copies: the file that records which full lessons they came from."""
 
 
 def lesson_paths(folder: Path = LESSONS) -> list[Path]:
@@ -35,7 +39,7 @@ NAV_LINE = re.compile(r"^\[← .*$|^\[contents\]\(00_start_here\.ipynb\).*$", re
 
 def nav_line(lessons: list[Path], index: int) -> str:
     """The navigation line that opens lesson ``index``: the previous lesson, the contents, the next one."""
-    titles = [title_of(nbformat.read(path, as_version=4)) for path in lessons]
+    titles = [title_of(_nbformat().read(path, as_version=4)) for path in lessons]
     links = ["[contents](00_start_here.ipynb)"]
     if index > 0:
         links.insert(0, f"[← {titles[index - 1]}]({lessons[index - 1].name})")
@@ -53,14 +57,14 @@ def write_navigation(lessons: list[Path] | None = None) -> list[Path]:
     lessons = lessons or lesson_paths()
     changed = []
     for index, path in enumerate(lessons[1:], start=1):
-        notebook = nbformat.read(path, as_version=4)
+        notebook = _nbformat().read(path, as_version=4)
         opening = notebook.cells[0]
         wanted = nav_line(lessons, index)
         body = re.sub(r"\n{3,}", "\n\n", NAV_LINE.sub("", opening.source)).strip("\n")
         source = f"{wanted}\n\n{body}"
         if source != opening.source:
             opening.source = source
-            nbformat.write(notebook, path)
+            _nbformat().write(notebook, path)
             changed.append(path)
     return changed
 
@@ -70,13 +74,20 @@ def fold_solutions(lessons: list[Path] | None = None) -> list[Path]:
     in JupyterLab; returns the lessons changed. A learner's or student's copy has open blanks instead."""
     changed = []
     for path in lessons or lesson_paths():
-        notebook = nbformat.read(path, as_version=4)
+        notebook = _nbformat().read(path, as_version=4)
         folded = False
         for cell in notebook.cells:
             if "solution" in cell.metadata.get("tags", []) and not cell.metadata.get("jupyter", {}).get("source_hidden"):
                 cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
                 folded = True
         if folded:
-            nbformat.write(notebook, path)
+            _nbformat().write(notebook, path)
             changed.append(path)
     return changed
+
+
+def _nbformat() -> ModuleType:
+    """The nbformat module, imported on first use (a check's verdict reads lesson paths, never notebooks)."""
+    import nbformat
+
+    return nbformat

@@ -19,9 +19,10 @@ import json
 import pkgutil
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbformat import NotebookNode
+if TYPE_CHECKING:  # nbformat is slow to import, and the functions here only read notebooks as given
+    from nbformat import NotebookNode
 
 Step = dict[str, Any]
 

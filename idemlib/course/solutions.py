@@ -16,8 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from idemlib.course.copies import MANIFEST
-from idemlib.course.lessons import LESSONS, lesson_paths
+from idemlib.course.lessons import LESSONS, MANIFEST, lesson_paths
 from idemlib.course.rerun import called_check
 
 # The exercises this kernel has judged an answer of (right or wrong): their solutions may be opened.

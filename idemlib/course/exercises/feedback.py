@@ -127,14 +127,23 @@ def not_judged(why: str) -> Feedback:
 
 
 def one_of(answer: Any, options: Iterable[str], what: str = "the answer") -> str | Feedback:
-    """``answer`` as one of the named ``options`` the exercise prints (compared exactly, after stripping
-    surrounding spaces), or a hint that lists the valid ones. Named options replace free English: a
-    check never guesses what a sentence meant."""
+    """``answer`` as one of the named ``options`` the exercise prints, or a hint that lists the valid ones.
+
+    A name is compared whole, in any letter case and with its spaces run together ("B  at Commit" is
+    "B at commit"): a typed name differs from the printed one in those ways only by accident. Named
+    options replace free English: a check never guesses what a sentence meant."""
     valid = list(options)
-    if isinstance(answer, str) and answer.strip() in valid:
-        return answer.strip()
+    by_spelling = {_spelling(option): option for option in valid}
+    if isinstance(answer, str) and len(by_spelling) == len(valid) and _spelling(answer) in by_spelling:
+        return by_spelling[_spelling(answer)]
     shown = ", ".join(repr(option) for option in valid)
-    return hint(f"{what.capitalize()} is one of the names the exercise prints: {shown}; {answer!r} is not one of them.")
+    # what[:1].upper(), not capitalize(): that would lowercase the names quoted in it, the exercise's own keys
+    return hint(f"{what[:1].upper()}{what[1:]} is one of the names the exercise prints: {shown}; {answer!r} is not one of them.")
+
+
+def _spelling(name: str) -> str:
+    """A named option as compared: its words, single-spaced, in one letter case."""
+    return " ".join(name.split()).casefold()
 
 
 def one_each(answer: Any, keys: Iterable[str], options: Iterable[str], what: str, keys_named: str = "") -> dict[str, str] | Feedback:

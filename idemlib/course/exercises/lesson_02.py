@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -30,6 +31,36 @@ collides), ``M-7F3`` is a message of its own (IDs are compared exactly, not
 case-insensitively), and so is ``m-9c2 `` with its trailing space (nor trimmed: a producer
 that pads its IDs pads them every time, and another producer's ``m-9c2`` is another message). The last delivery repeats the very first ID after nine
 other messages, so a condition that looks only at the latest few rows misses it.
+"""
+
+HISTORY = 100_000
+"""How many IDs ``processed_messages`` already holds when the check delivers :data:`NEIGHBOURS`: a queue's history."""
+
+
+def _history(db: duckdb.DuckDBPyConnection) -> None:
+    """Fill the inbox with :data:`HISTORY` IDs of two producers: UUIDs, and numbered order events."""
+    db.execute(f"""
+        INSERT INTO processed_messages (message_id)
+        SELECT CASE WHEN i % 2 = 0 THEN 'order-' || lpad(CAST(i // 2 AS VARCHAR), 6, '0')
+                    ELSE substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-' || substr(h, 13, 4) || '-'
+                         || substr(h, 17, 4) || '-' || substr(h, 21, 12) END
+        FROM (SELECT i, md5('history ' || CAST(i AS VARCHAR)) AS h FROM range({HISTORY}) AS t(i))""")
+
+
+def _neighbours() -> tuple[str, ...]:
+    """New IDs that differ from a stored one only at one end: the last character, the first, or a suffix."""
+    uuid = hashlib.md5(b"history 1").hexdigest()  # the stored ID made from i = 1, as DuckDB's md5() makes it
+    stored = "-".join((uuid[:8], uuid[8:12], uuid[12:16], uuid[16:20], uuid[20:32]))
+    other = {"0": "1"}.get(stored[-1], "0")
+    first = {"0": "1"}.get(stored[0], "0")
+    return (stored[:-1] + other, first + stored[1:], "order-012345-2", "order-049999.1")
+
+
+NEIGHBOURS = _neighbours()
+"""Delivered once :data:`HISTORY` IDs are stored, each twice: new IDs that share all but one end with a stored one.
+
+A condition that compares part of the ID (a prefix, a suffix, the first few characters of a
+digest) passes a handful of IDs and fails once the table holds a day's worth of them.
 """
 
 _PATTERN_MATCHING = re.compile(r"\b(I?LIKE|GLOB|SIMILAR\s+TO|REGEXP\w*)\b")
@@ -78,7 +109,8 @@ def check_inbox_insert(sql: Any) -> Feedback:
 
     Every ``?`` outside comments and quotes is bound to the message ID. Tried on the
     lesson's ``processed_messages`` table the way a queue delivers: several messages of
-    different lengths, in no sorted order, each more than once, every delivery in a
+    different lengths, in no sorted order, each more than once, then IDs that differ from one of
+    :data:`HISTORY` stored IDs only at one end (:data:`NEIGHBOURS`), every delivery in a
     transaction of its own followed by the charge and a commit, as the inbox handler runs it.
     Any statement DuckDB runs that writes the row will do: ``INSERT ... SELECT``,
     ``WITH ... INSERT``, or ``MERGE ... WHEN NOT MATCHED THEN INSERT``.
@@ -149,7 +181,24 @@ def check_inbox_insert(sql: Any) -> Feedback:
     charged = [row[0] for row in db.execute("SELECT message_id FROM payments ORDER BY 1").fetchall()]
     if charged != sorted(seen):
         return hint(f"The payments that followed were {charged}; each message should be charged once.")
-    return right(f"{len(DELIVERIES)} deliveries of {len(seen)} messages, in no sorted order: one row for each new ID, "
+    _history(db)
+    for message_id in (*NEIGHBOURS, *NEIGHBOURS):
+        new = message_id not in seen
+        seen.add(message_id)
+        db.execute("BEGIN")
+        try:
+            written = _rows_reported(db, code, placeholders, message_id)
+            db.execute("COMMIT")
+        except duckdb.Error:
+            db.execute("ROLLBACK")
+            written = -1
+        if written != (1 if new else 0):
+            return hint(f"With {HISTORY:,} IDs already stored, {message_id} {'was new' if new else 'came back'} and "
+                        f"the statement reported {written} row(s). Does your condition compare the whole ID, every "
+                        "character of it? Part of an ID (its first or last characters, or a few characters of a "
+                        "digest) is shared by different IDs once a table holds enough of them.")
+    return right(f"{len(DELIVERIES)} deliveries of {len(set(DELIVERIES))} messages, in no sorted order, then "
+                 f"{2 * len(NEIGHBOURS)} more once {HISTORY:,} IDs were stored: one row for each new ID, "
                  "zero for each repeat, and no error, so each transaction went on to commit. One caveat: two consumers "
                  "running it at the same moment can both find no row, and then the unique key refuses one of them "
                  "with an error, where ON CONFLICT DO NOTHING may instead make the second one wait and write zero rows. "
