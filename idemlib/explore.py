@@ -14,18 +14,15 @@ from collections.abc import Callable, Iterable, Mapping
 
 import pandas as pd
 
-from idemlib.broker import Broker
-from idemlib.clock import VirtualClock
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import (HANDLERS, BusinessRowHandler, CacheGuardHandler, Handler, IdFirstHandler,
                               InboxHandler)
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
-from idemlib.sim import DEFAULT_STEP_SECONDS, _advance, _Consumer, _start, outcome_of, simulate
+from idemlib.sim import DEFAULT_STEP_SECONDS, Engine, Script, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
 from idemlib.stores.cache import Cache
 from idemlib.stores.keyvalue import KeyValuePayments
-from idemlib.trace import Trace
 
 _cache_runs = itertools.count(1)
 
@@ -170,37 +167,14 @@ def interleavings(
 
 def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str],
           provider: PaymentProvider | None = None) -> tuple[tuple[str, ...], int, int]:
-    clock = VirtualClock()
-    if provider is not None:
-        provider.clock = clock
-    trace = Trace(clock)
-    broker = Broker(clock, trace)
-    broker.publish(message)
-    faults = FaultPlan()
-    workers = {}
-    for name in ("A", "B"):
-        worker = _Consumer(f"consumer {name}", database.session())
-        _start(worker, handler, broker, faults, trace, provider)
-        _advance(worker, faults, broker, trace, database)  # up to the pause before its first step
-        workers[name] = worker
-        clock.advance(broker.visibility_timeout)  # A's lease runs out before B receives
-    taken = []
-    for name in schedule:
-        if workers[name].job is None:  # finished already: the other one moves
-            name = "B" if name == "A" else "A"
-        worker = workers[name]
-        if worker.job is None:
-            break
-        taken.append(f"{name}:{worker.step}")
-        _advance(worker, faults, broker, trace, database)
-    while not broker.is_empty:  # redeliver whatever is still unacked, one clean delivery at a time
-        clock.advance(broker.visibility_timeout)
-        worker = workers["A"]
-        if _start(worker, handler, broker, faults, trace, provider):
-            while worker.job is not None:
-                _advance(worker, faults, broker, trace, database)
-    conflicts = sum(1 for row in trace.rows if row[2] == "conflict")
-    return tuple(taken), database.total_charged(), conflicts
+    # A receives; its lease runs out before B receives; then the script; steps take no time.
+    script = Script("AB", "".join(schedule))
+    engine = Engine(handler, database.session, provider=provider, policy=script, step_seconds=lambda step, now: 0.0)
+    engine.add_consumers(2, ready_at=(0.0, engine.broker.visibility_timeout))
+    engine.publish([message])
+    engine.run()
+    conflicts = sum(1 for row in engine.trace.rows if row[2] == "conflict")
+    return tuple(script.taken), database.total_charged(), conflicts
 
 
 def places_to_remember(cache: Cache) -> dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]]:

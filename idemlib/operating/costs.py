@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from idemlib.operating.batch import RECORD_IDS, BatchConsumer, BatchSession, drain, setup_queue
+from idemlib.operating.batch import RECORD_IDS, BatchSession, batch_engine
 from idemlib.explore import cost_per_message
 from idemlib.handlers import Handler, InboxHandler, NaiveHandler
 from idemlib.messages import Message, parse_charge
@@ -134,9 +134,11 @@ def bulk_insert(database: SqlPayments, messages: Sequence[Message], batch_size: 
 
 def _consumer_seconds(database: SqlPayments, messages: Sequence[Message], batch_size: int) -> float:
     # The messages are published before the clock starts: publishing is the producer's work.
-    clock, trace, broker = setup_queue(database, messages, 30.0, 5)
+    engine = batch_engine(database, batch_size)
+    engine.add_consumers(1)
+    engine.publish(messages)
     started = time.perf_counter()
-    drain(BatchConsumer("consumer A", database, broker, trace), clock, batch_size)
+    engine.run()
     return time.perf_counter() - started
 
 
