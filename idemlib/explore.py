@@ -15,14 +15,21 @@ from collections.abc import Callable, Iterable, Mapping
 import pandas as pd
 
 from idemlib.faults import Crash, FaultPlan, LostAck
-from idemlib.handlers import (HANDLERS, BusinessRowHandler, CacheGuardHandler, Handler, IdFirstHandler,
-                              InboxHandler)
+from idemlib.handlers import (
+    HANDLERS,
+    BusinessRowHandler,
+    CacheGuardHandler,
+    Handler,
+    IdFirstHandler,
+    InboxHandler,
+)
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
 from idemlib.sim import DEFAULT_STEP_SECONDS, Engine, Script, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
 from idemlib.stores.cache import Cache
 from idemlib.stores.keyvalue import KeyValuePayments
+from idemlib.trace import Event
 
 _cache_runs = itertools.count(1)
 
@@ -173,7 +180,7 @@ def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedu
     engine.add_consumers(2, ready_at=(0.0, engine.broker.visibility_timeout))
     engine.publish([message])
     engine.run()
-    conflicts = sum(1 for row in engine.trace.rows if row[2] == "conflict")
+    conflicts = engine.trace.count(Event.CONFLICT)
     return tuple(script.taken), database.total_charged(), conflicts
 
 

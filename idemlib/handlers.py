@@ -19,6 +19,7 @@ from idemlib.messages import BadMessage, Charge, Message, parse_charge
 from idemlib.provider import Response
 from idemlib.stores import PaymentsSession
 from idemlib.stores.cache import Cache
+from idemlib.trace import Event
 
 
 class ProviderError(Exception):
@@ -92,6 +93,8 @@ class Handler:
     name: str = ""
     steps: tuple[str, ...] = ()
     batch_size: int | None = None
+    restart_seconds: float = 5.0
+    """Simulated seconds a crashed consumer of this kind takes to come back and ask for work again."""
     """None: one delivery per job. A number: a batch consumer, given up to that many deliveries per job, each read
     on receipt (:meth:`read`) so a message it cannot read is given back on its own."""
 
@@ -150,7 +153,7 @@ class IdFirstHandler(Handler):
             yield "charge"
             ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
         else:
-            ctx.note("duplicate skipped")
+            ctx.note(Event.DUPLICATE_SKIPPED)
         yield "ack"
         ctx.ack()
 
@@ -169,7 +172,7 @@ class WorkFirstHandler(Handler):
         charge = parse_charge(ctx.delivery.message)
         yield "check id"
         if ctx.db.has_processed(ctx.message_id):
-            ctx.note("duplicate skipped")
+            ctx.note(Event.DUPLICATE_SKIPPED)
         else:
             yield "charge"
             ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
@@ -207,7 +210,7 @@ class InboxHandler(Handler):
             yield "charge"
             ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
         else:
-            ctx.note("duplicate skipped")
+            ctx.note(Event.DUPLICATE_SKIPPED)
         yield "commit"
         ctx.db.commit()
         yield "ack"
@@ -261,7 +264,7 @@ class BusinessRowHandler(NaiveHandler):
     def apply_charge(self, ctx: Context, charge: Charge) -> None:
         version = message_version(ctx.delivery.message) if self.by == "version" else None
         if not ctx.db.charge_order_once(charge.order_id, charge.amount, ctx.message_id, version=version):
-            ctx.note("duplicate skipped")
+            ctx.note(Event.DUPLICATE_SKIPPED)
 
 
 def message_version(message: Message) -> int:
@@ -309,7 +312,7 @@ class CacheGuardHandler(Handler):
                 yield "claim id"
                 self._claim(ctx.message_id)
         else:
-            ctx.note("duplicate skipped")
+            ctx.note(Event.DUPLICATE_SKIPPED)
         yield "ack"
         ctx.ack()
 

@@ -27,8 +27,9 @@ from idemlib.broker import Delivery
 from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, Handler, Steps, handler_named
 from idemlib.messages import Message
-from idemlib.sim import Engine, RunResult, StepFailed, Worker
-from idemlib.stores import DuckDBPayments, SqlPayments, SQLitePayments
+from idemlib.sim import Engine, NoSession, RunResult, StepFailed, Worker
+from idemlib.stores import DuckDBPayments, SQLitePayments, SqlPayments
+from idemlib.trace import Event
 
 CONSUMER = "consumer process"
 ENGINES: dict[str, type[SqlPayments]] = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}
@@ -96,7 +97,7 @@ class ChildConsumer(Handler):
         delivery = ctx.delivery
         if self.child is None:
             self.child = _Child(self.engine, self.path, self.name)
-            ctx.record(delivery, "started", f"pid {self.child.process.pid}")
+            ctx.record(delivery, Event.STARTED, f"pid {self.child.process.pid}")
         child = self.child
         child.send(json.dumps({"message_id": delivery.message.message_id, "body": delivery.message.body,
                                "count": delivery.count}))
@@ -119,6 +120,8 @@ class ChildConsumer(Handler):
             else:  # "done"
                 return
 
+    restart_seconds = 0.0  # the parent starts a new child as soon as the broker has a delivery for it
+
     def crash_detail(self, step: str, ctx: Context) -> str:
         return f"SIGKILL before {step}"
 
@@ -127,15 +130,6 @@ class ChildConsumer(Handler):
         if self.child is not None:
             self.child.stop()
             self.child = None
-
-
-class _NoSession:
-    """The parent's side holds no connection: each child has its own, and its own rollback."""
-
-    in_transaction = False
-
-    def rollback(self) -> None:
-        """Nothing to roll back in the parent."""
 
 
 def kill_between_steps(
@@ -169,9 +163,9 @@ def kill_between_steps(
         except (TypeError, ValueError) as error:
             raise ValueError(f"{message.label}: a message for a consumer process travels as JSON, and this one "
                              f"cannot ({error}). Give it a JSON object or JSON text as its body.") from None
-    run = Engine(consumer, _NoSession, faults=faults, step_seconds=lambda step, now: 0.0,
+    run = Engine(consumer, NoSession, faults=faults, step_seconds=lambda step, now: 0.0,
                  visibility_timeout=visibility_timeout, max_deliveries=max_deliveries)
-    run.workers.append(Worker(CONSUMER, _NoSession()))
+    run.workers.append(Worker(CONSUMER, NoSession()))
     run.publish(messages)
     try:
         run.run()

@@ -27,16 +27,16 @@ from idemlib.handlers import Context, Handler, ProviderError, ResponseLost, Step
 from idemlib.messages import BadMessage, Charge, Message, expected_total
 from idemlib.provider import PaymentProvider, Response
 from idemlib.stores import DuckDBPayments, PaymentsDatabase, WriteConflict
-from idemlib.trace import Trace
+from idemlib.trace import Event, Trace
 
 DEFAULT_STEP_SECONDS = 1.0
-RESTART_SECONDS = 5.0
-STEP_EVENTS = {"commit": "committed", "charge": "charged"}
+RESTART_SECONDS = Handler.restart_seconds
+STEP_EVENTS = {"commit": Event.COMMITTED, "charge": Event.CHARGED}
 """Steps whose completion the trace names by its effect; every other step is a plain ``step``."""
 
 OUTCOMES = ("charge lost", "charged once", "charged twice")
-FAILURE_EVENTS = {BadMessage: "rejected", WriteConflict: "conflict", ProviderError: "provider failed",
-                  ResponseLost: "response lost", Exception: "failed"}
+FAILURE_EVENTS = {BadMessage: Event.REJECTED, WriteConflict: Event.CONFLICT, ProviderError: Event.PROVIDER_FAILED,
+                  ResponseLost: Event.RESPONSE_LOST, Exception: Event.FAILED}
 """The trace event for a step that raised, by the most specific kind of error; any other error is ``failed``."""
 
 
@@ -89,6 +89,19 @@ ACK_STEPS = {"ack", "ack all"}
 
 class StepFailed(Exception):
     """A step failed somewhere the engine cannot see (a child process), and its message says how, in full."""
+
+
+class RunAborted(RuntimeError):
+    """The run cannot go on (a server a consumer needs stopped answering): raised out of the run, not retried."""
+
+
+class NoSession:
+    """The session of a consumer that keeps its own connection elsewhere (a child process): nothing to roll back."""
+
+    in_transaction = False
+
+    def rollback(self) -> None:
+        """Nothing is open on this side."""
 
 
 @dataclass
@@ -266,7 +279,7 @@ class Engine:
         try:
             self.consumer.read(delivery.message)
         except BadMessage as error:
-            self.trace.record(worker.name, "rejected", delivery.message_id, delivery.count, str(error))
+            self.trace.record(worker.name, Event.REJECTED, delivery.message_id, delivery.count, str(error))
             self.broker.release(delivery, str(error))
             return False
         return True
@@ -280,14 +293,14 @@ class Engine:
         def ack() -> None:
             for delivery in deliveries:
                 if faults.loses_ack(delivery.message_id, delivery.count, delivery.position):
-                    record(delivery, "ack lost")
+                    record(delivery, Event.ACK_LOST)
                 else:
                     broker.ack(delivery)
 
         def call_provider(key: str | None, charge: Charge) -> Response:
             assert self.provider is not None
             response = self.provider.charge(key, order_id=charge.order_id, amount=charge.amount)
-            record(first, "provider answered", f"{response.status}{' (replayed)' if response.replayed else ''}")
+            record(first, Event.PROVIDER_ANSWERED, f"{response.status}{' (replayed)' if response.replayed else ''}")
             if faults.loses_response(first.message_id, first.count, first.position):
                 raise ResponseLost(f"{first.message_id}: no answer from the provider (the call timed out)")
             return response
@@ -309,25 +322,27 @@ class Engine:
         first = context.delivery
         try:
             next_step = next(job, None)
+        except RunAborted:
+            raise
         except Exception as error:  # noqa: BLE001 - whatever a step raises fails this delivery, not the run
             # A live consumer that cannot finish gives the message back; the broker
             # retries it and dead-letters it after max_deliveries, so it is never lost
             # and the messages behind it keep moving.
             was_open = worker.session.in_transaction
             event = next(FAILURE_EVENTS[kind] for kind in type(error).__mro__ if kind in FAILURE_EVENTS)
-            plain = event != "failed" or isinstance(error, StepFailed)
+            plain = event != Event.FAILED or isinstance(error, StepFailed)
             reason = str(error) if plain else f"{type(error).__name__}: {error}"
             for delivery in context.deliveries:
                 context.record(delivery, event, reason)
             self._roll_back(worker)
             if was_open:
-                context.record(first, "rolled back", "")
+                context.record(first, Event.ROLLED_BACK, "")
             for delivery in context.deliveries:
                 self.broker.release(delivery, reason)
             self._end(worker)
             return 0.0
         if worker.step is not None and worker.step not in ACK_STEPS:
-            context.record(first, STEP_EVENTS.get(worker.step, "step"), worker.step)
+            context.record(first, STEP_EVENTS.get(worker.step, Event.STEP), worker.step)
         if next_step is None:
             self._end(worker)
             return 0.0
@@ -336,13 +351,13 @@ class Engine:
             # transaction, and no ack is sent. The lease will run out on its own.
             was_open = worker.session.in_transaction
             worker.session.rollback()
-            context.record(first, "crashed", self.consumer.crash_detail(next_step, context))
+            context.record(first, Event.CRASHED, self.consumer.crash_detail(next_step, context))
             if was_open:
-                context.record(first, "rolled back", "")
+                context.record(first, Event.ROLLED_BACK, "")
             job.close()
             self._end(worker)
             worker.session = self.sessions()
-            return RESTART_SECONDS
+            return self.consumer.restart_seconds
         worker.step = next_step
         return 0.0
 

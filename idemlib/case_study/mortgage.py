@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from idemlib.case_study.loan_bank import LoanSession
 from idemlib.handlers import Context, Handler, ProviderError, Steps
 from idemlib.messages import BadMessage, Charge, Message
+from idemlib.trace import Event
 
 GUARDS = ("none", "check outside", "memory", "inbox", "unique application", "version")
 PAYOUT_KEYS = ("derived", "approval", "per attempt", "none")
@@ -124,7 +125,7 @@ class AccountService(Handler):
         if self.guard == "check outside":
             yield "check id"
             if db.has_processed(ctx.message_id):
-                ctx.note("duplicate skipped")
+                ctx.note(Event.DUPLICATE_SKIPPED)
                 yield from self._settle(ctx, db, order, fresh=False)
             else:
                 yield "open account"
@@ -137,7 +138,7 @@ class AccountService(Handler):
             ctx.ack()
             return
         if (yield from self._already_done(ctx, db, order)):
-            ctx.note("duplicate skipped")
+            ctx.note(Event.DUPLICATE_SKIPPED)
         elif self.guard == "inbox":
             # The reference article's handler: the account and the processed ID saved together (one SaveChanges).
             yield "save"
@@ -148,7 +149,7 @@ class AccountService(Handler):
                 # A twin committed the same ID while we worked (PostgreSQL makes us wait for it):
                 # the unique key says "already done", so our account goes.
                 db.rollback()
-                ctx.note("duplicate skipped")
+                ctx.note(Event.DUPLICATE_SKIPPED)
         else:
             if self.guard == "version":
                 yield "open account"
@@ -191,7 +192,7 @@ class AccountService(Handler):
         try:
             yield "check memory"
             if ctx.message_id in self.handled:
-                ctx.note("duplicate skipped")
+                ctx.note(Event.DUPLICATE_SKIPPED)
                 yield from self._settle(ctx, db, order, fresh=False)
             else:
                 yield "begin, open account"
@@ -246,7 +247,7 @@ class AccountService(Handler):
         if not fresh:
             yield "look up payout"
             if self.look_up(order.application_id):
-                ctx.note("payout found at the payment system: not sent again")
+                ctx.note(Event.PAYOUT_FOUND)
                 yield "record payout"
                 db.record_payout(order.application_id)
                 return

@@ -33,6 +33,7 @@ from idemlib.handlers import Context, Handler, Steps
 from idemlib.messages import Charge, Message, parse_charge
 from idemlib.sim import Durations, Engine, Policy, RunResult, Script
 from idemlib.stores import PaymentsSession, SqlPayments
+from idemlib.trace import Event
 
 # One statement per write, in each engine's way of passing a whole list as one parameter:
 # DuckDB and PostgreSQL take arrays and unnest them, SQLite reads a JSON array with json_each.
@@ -111,7 +112,7 @@ class BatchConsumer(Handler):
         db.charge_many([(c.order_id, c.amount, mid) for mid, c in charges.items() if mid in new])
         for delivery in ctx.deliveries:
             if delivery.message_id not in new:
-                ctx.record(delivery, "duplicate skipped", "")
+                ctx.record(delivery, Event.DUPLICATE_SKIPPED, "")
         yield "commit"
         db.commit()
         yield "ack all"

@@ -14,10 +14,10 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from idemlib.operating.batch import RECORD_IDS, BatchSession, batch_engine
 from idemlib.explore import cost_per_message
 from idemlib.handlers import Handler, InboxHandler, NaiveHandler
 from idemlib.messages import Message, parse_charge
+from idemlib.operating.batch import RECORD_IDS, BatchSession, batch_engine
 from idemlib.sim import simulate
 from idemlib.stores import PaymentsDatabase, SqlPayments
 from idemlib.stores.sql import Cursor
@@ -106,7 +106,7 @@ def statements_per_message(make: Callable[[], SqlPayments], messages: list[Messa
         counts: dict[str, int] = {}
         database = make()
         original = database.connect
-        database.connect = lambda: CountingCursor(original(), counts)  # type: ignore[method-assign]
+        database.connect = lambda original=original, counts=counts: CountingCursor(original(), counts)  # type: ignore[method-assign]
         simulate(handler, messages, database=database)
         table[handler.name] = {kind: n / len(messages) for kind, n in counts.items()}
     return pd.DataFrame(table).fillna(0.0).rename_axis("statement")

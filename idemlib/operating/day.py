@@ -61,6 +61,8 @@ class Day:
     storm_until: float | None = None
     storm_ack_loss: float = 0.3
     seed: int = 11
+    per_copy: bool = False
+    """Draw the background lost acks per copy on the queue rather than per message ID (see :class:`FaultPlan`)."""
 
     def __post_init__(self) -> None:
         if self.messages < 1 or self.consumers < 1:
@@ -82,7 +84,7 @@ class Day:
             rng = random.Random(f"{self.seed}|storm")
             storm = [LostAck(message_id=message.label) for moment, message in arrivals
                      if self.storm_from <= moment < self.storm_until and rng.random() < self.storm_ack_loss]
-        return FaultPlan(lost_acks=storm, ack_loss_rate=self.ack_loss, seed=self.seed)
+        return FaultPlan(lost_acks=storm, ack_loss_rate=self.ack_loss, seed=self.seed, per_copy=self.per_copy)
 
     def step_seconds(self, step: str, now: float) -> float:
         """How long ``step`` takes when it starts at ``now``."""
