@@ -8,9 +8,11 @@ duplicates for lost messages and never removes duplicates altogether.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -51,11 +53,15 @@ def crash_matrix(handlers: Iterable[Handler] = HANDLERS, message: Message = RUNN
     One row per (handler, fault): the dollars charged, how many charges that is,
     and the outcome (charge lost, charged once, charged twice).
     """
-    setups = {handler.name: (lambda handler=handler: (handler, DuckDBPayments())) for handler in handlers}
+    setups = {handler.name: functools.partial(_with_duckdb, handler) for handler in handlers}
     return store_matrix(setups, message).rename(columns={"setup": "handler"})
 
 
-def store_matrix(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]],
+def _with_duckdb(handler: Handler) -> tuple[Handler, PaymentsDatabase]:
+    return handler, DuckDBPayments()
+
+
+def store_matrix(setups: Mapping[str, Callable[[], tuple[Handler, PaymentsDatabase]]],
                  message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
     """Like :func:`crash_matrix`, for setups that need fresh parts every run (a store, a cache).
 
@@ -111,7 +117,8 @@ def fault_sweep(
     """
     rows = []
     for rate in rates:
-        plan = FaultPlan(seed=seed, **{fault: rate})
+        rate_of: dict[str, Any] = {fault: rate}
+        plan = FaultPlan(seed=seed, **rate_of)
         for handler in handlers:
             payments = PaymentProvider(behaviours()[provider]) if provider else None
             result = simulate(handler, messages, faults=plan, provider=payments, step_seconds=step_seconds,

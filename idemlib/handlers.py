@@ -190,7 +190,7 @@ class InboxHandler(Handler):
     """
 
     name = "inbox"
-    steps = ("begin", "record id", "charge", "commit", "ack")
+    steps: tuple[str, ...] = ("begin", "record id", "charge", "commit", "ack")
 
     def __init__(self, *, check_payload: bool = False) -> None:
         # With check_payload, the inbox also stores a fingerprint of the body, so an ID
@@ -335,7 +335,7 @@ class ProviderHandler(InboxHandler):
         self.call, self.keyed = call, keyed
         self.name = f"call {call}, {'with' if keyed else 'no'} key"
         local = InboxHandler.steps
-        self.steps = ("call provider", *local) if call == "before" else (*local[:2], "call provider", *local[2:])
+        self.steps: tuple[str, ...] = ("call provider", *local) if call == "before" else (*local[:2], "call provider", *local[2:])
 
     def key_for(self, message_id: str) -> str | None:
         """The idempotency key for this message's charge: derived from its ID, so every retry reuses it."""
@@ -347,7 +347,7 @@ class ProviderHandler(InboxHandler):
         yield from super().run(ctx)
 
     def with_the_charge(self, ctx: Context, charge: Charge) -> Steps:
-        return self._pay(ctx, charge) if self.call == "inside" else iter(())
+        return self._pay(ctx, charge) if self.call == "inside" else no_steps()
 
     def _pay(self, ctx: Context, charge: Charge) -> Steps:
         yield "call provider"

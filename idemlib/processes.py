@@ -21,7 +21,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from idemlib.broker import Delivery
 from idemlib.faults import FaultPlan
@@ -32,7 +32,7 @@ from idemlib.stores import DuckDBPayments, SQLitePayments, SqlPayments
 from idemlib.trace import Event
 
 CONSUMER = "consumer process"
-ENGINES: dict[str, type[SqlPayments]] = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}
+ENGINES: dict[str, Callable[[str], SqlPayments]] = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}
 """The engines that keep a database in a file a consumer process can open, by name."""
 
 

@@ -184,16 +184,20 @@ def run_powertools(messages: Iterable[Message], settings: PeerSettings = DEFAULT
 _RAISES = {"before the charge": "raise before", "after the charge": "raise after"}
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _records_left(client: redis.Redis, prefix: str, now: float) -> pd.DataFrame:
     """The library's keys in Redis, each with its time to live on the run's clock (None: kept for ever)."""
-    expiries = {key.decode(): float(at) for key, at in client.hgetall(expiry_hash(prefix)).items()}
+    expiries = {_text(key): float(at) for key, at in client.hgetall(expiry_hash(prefix)).items()}
     rows = []
     # Large batches: a shared server may hold many other keys, and SCAN's default batch of 10 would take
     # a round trip per ten of them.
-    for key in sorted(k.decode() for k in client.scan_iter(match=f"{prefix}#*", count=10_000)):
+    for key in sorted(_text(k) for k in client.scan_iter(match=f"{prefix}#*", count=10_000)):
         at = expiries.get(key)
         rows.append((key.removeprefix(prefix), None if at is None else round(at - now, 3),
-                     (client.get(key) or b"").decode()))
+                     _text(client.get(key) or b"")))
     return pd.DataFrame(rows, columns=["key (after the run's prefix)", "seconds to live", "value"])
 
 
@@ -234,7 +238,7 @@ class _Library(Handler):
         message = delivery.message
         event = {**message.body, **({"message_id": message.message_id} if message.message_id else {})}
         started = ctx.now()
-        process = _PROCESSES.Process(target=consume_delivery, args=(child, event, self.settings, self.prefix,
+        process: Any = _PROCESSES.Process(target=consume_delivery, args=(child, event, self.settings, self.prefix,
                                                                     redis_url(), started), daemon=True)
         try:
             process.start()

@@ -187,9 +187,9 @@ def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size
         engine.run()
         result = engine.result(list(messages), database.payments())
         outcomes = result.outcomes().value_counts()
-        conflicts = int((result.trace["event"] == "conflict").sum())
-        seen.setdefault(tuple(script.taken), (*(int(outcomes.get(name, 0)) for name in
-                                                ("charged once", "charge lost", "charged twice")), conflicts))
+        conflicts = int((result.trace["event"] == Event.CONFLICT).sum())
+        once, lost, twice = (int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice"))
+        seen.setdefault(tuple(script.taken), (once, lost, twice, conflicts))
     rows = [(" → ".join(taken), *counts) for taken, counts in seen.items()]
     return pd.DataFrame(rows, columns=["interleaving", "charged once", "charge lost", "charged twice",
                                        "conflicting deliveries"])

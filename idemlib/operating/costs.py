@@ -7,6 +7,7 @@ them, taken in the same run on the same messages, are what carries over.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,8 +37,8 @@ def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages:
     rows = []
     for engine, make in engines.items():
         setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]] = {
-            "naive": lambda make=make: (NaiveHandler(), make()),
-            "inbox": lambda make=make: (InboxHandler(), make()),
+            "naive": functools.partial(_pair, NaiveHandler, make),
+            "inbox": functools.partial(_pair, InboxHandler, make),
         }
         measured = [cost_per_message(setups, messages, repeats=repeats) for _ in range(rounds)]
         ratios = [costs["inbox"] / costs["naive"] for costs in measured]
@@ -99,6 +100,15 @@ class CountingCursor:
         return self._cursor.fetchall()
 
 
+def _pair(handler: Callable[[], Handler], make: Callable[[], PaymentsDatabase]) -> tuple[Handler, PaymentsDatabase]:
+    return handler(), make()
+
+
+def _counting(connect: Callable[[], Cursor], counts: dict[str, int]) -> Callable[[], CountingCursor]:
+    """A ``connect`` whose cursors count the statements they run into ``counts``."""
+    return lambda: CountingCursor(connect(), counts)
+
+
 def statements_per_message(make: Callable[[], SqlPayments], messages: list[Message]) -> pd.DataFrame:
     """How many statements of each kind the naive consumer and the inbox send per message (no faults)."""
     table = {}
@@ -106,7 +116,7 @@ def statements_per_message(make: Callable[[], SqlPayments], messages: list[Messa
         counts: dict[str, int] = {}
         database = make()
         original = database.connect
-        database.connect = lambda original=original, counts=counts: CountingCursor(original(), counts)  # type: ignore[method-assign]
+        database.connect = _counting(original, counts)  # type: ignore[method-assign]
         simulate(handler, messages, database=database)
         table[handler.name] = {kind: n / len(messages) for kind, n in counts.items()}
     return pd.DataFrame(table).fillna(0.0).rename_axis("statement")
@@ -168,9 +178,10 @@ def batch_throughput(engines: dict[str, Callable[[], SqlPayments]], messages: li
     for engine, make in engines.items():
         database = make()
         for size in batch_sizes:
-            consumer = _best(database, lambda db, size=size: _consumer_seconds(db, messages, size), repeats)
-            alone = _best(database, lambda db, size=size: bulk_insert(db, messages, size, inbox=True), repeats)
-            raw = _best(database, lambda db, size=size: bulk_insert(db, messages, size), repeats)
+            consumer = _best(database, functools.partial(_consumer_seconds, messages=messages, batch_size=size), repeats)
+            alone = _best(database, functools.partial(bulk_insert, messages=messages, batch_size=size, inbox=True),
+                          repeats)
+            raw = _best(database, functools.partial(bulk_insert, messages=messages, batch_size=size), repeats)
             rows.append((engine, size, *(len(messages) / seconds for seconds in (consumer, alone, raw))))
     frame = pd.DataFrame(rows, columns=["engine", "batch size", "batched inbox consumer (msg/s)",
                                         "inbox transactions alone (msg/s)", "raw bulk insert (rows/s)"])

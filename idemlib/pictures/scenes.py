@@ -169,7 +169,7 @@ def steps_of(trace: pd.DataFrame) -> tuple[str, ...]:
     """The handler's steps in order, as the trace shows them across all deliveries (ack included)."""
     order: list[str] = []
     for _, delivery in trace[trace["delivery"] > 0].groupby(["actor", "message_id", "delivery"], sort=False):
-        previous = None
+        previous: str | None = None
         for event, detail in zip(delivery["event"], delivery["detail"]):
             name = (detail if event in STEP_DONE else "ack" if event in (Event.ACKED, Event.ACK_LOST)
                     else detail.removeprefix("before ") if event == Event.CRASHED else None)
@@ -348,13 +348,13 @@ def _apply(world: _World, row: pd.Series, who: str, mid: str, event: str, detail
             world.end_transaction(who, "committed")
     elif event == Event.DUPLICATE_SKIPPED:
         world.skipping.add(who)
-        consumer = world.consumers.get(who)
-        if consumer:
+        skipper = world.consumers.get(who)
+        if skipper:
             # The duplicate shows during the step in progress (the first not yet done); the writes after it are skipped.
             doing = world.next_step(who)
-            world.consumers[who] = replace(consumer, status="duplicate: skips the work", current=doing, steps=tuple(
+            world.consumers[who] = replace(skipper, status="duplicate: skips the work", current=doing, steps=tuple(
                 replace(s, state="skipped") if s.state == "todo" and s.name not in UNWRITTEN_STEPS and s.name != doing
-                else s for s in consumer.steps))
+                else s for s in skipper.steps))
     elif event == Event.CRASHED:
         world.set_step(who, detail.removeprefix("before "), "crashed")
         # The process is dead; its open transaction is undone by the "rolled back" that follows.

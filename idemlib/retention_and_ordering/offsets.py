@@ -66,8 +66,8 @@ class Projection:
 
     def times_applied(self, message_id: str) -> int:
         """How many times the effect of message ``message_id`` was committed, whatever records carried it."""
-        count = self.db.execute("SELECT count(*) FROM applications WHERE message_id = ?", [message_id]).fetchone()
-        return int(count[0])
+        count = self.db.execute("SELECT count(*) FROM applications WHERE message_id = ?", [message_id]).fetchall()
+        return int(count[0][0])
 
     def totals(self) -> dict[int, int]:
         return dict(self.db.execute("SELECT order_id, paid FROM totals ORDER BY order_id").fetchall())
@@ -123,7 +123,7 @@ def consume(log: OrderedLog, projection: Projection, consumer: str = "payments",
                         if record is None:
                             break
                         deliveries[record.seq] = deliveries.get(record.seq, 0) + 1
-                    elif not apply_step(step, record, projection, part, use_offset, use_ids):
+                    elif record is not None and not apply_step(step, record, projection, part, use_offset, use_ids):
                         break
                 previous = record.seq if record is not None else previous
             return crashes
