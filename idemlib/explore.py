@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -40,10 +40,14 @@ RUNNING_EXAMPLE = Message.charge("m-7f3", order_id=1042, amount=40)
 
 
 def fault_points(handler: Handler) -> list[tuple[str, FaultPlan]]:
-    """Every single fault that can strike one delivery of ``handler``: a crash before each step, or a lost ack."""
+    """Every single fault that can strike one delivery of ``handler``: a crash before each step, or a lost ack.
+
+    For a batch consumer, a crash is drawn for each batch's first message and takes the
+    whole batch down with it, and the lost ack is every message's first.
+    """
     points = [("no fault", FaultPlan())]
     points += [(f"crash before {step}", FaultPlan(crashes=[Crash(step)])) for step in handler.steps]
-    points.append(("ack lost", FaultPlan(lost_acks=[LostAck()])))
+    points.append(("every ack lost once" if handler.batch_size else "ack lost", FaultPlan(lost_acks=[LostAck()])))
     return points
 
 
@@ -163,32 +167,42 @@ def interleavings(
     steps = len(handler.steps)
     amount = handler.read(message).amount  # a message the handler cannot read is refused here, saying why
     seen: dict[tuple[str, ...], tuple[int, ...]] = {}
-    every = (["A" if turn in a_turns else "B" for turn in range(2 * steps)]
-             for a_turns in itertools.combinations(range(2 * steps), steps))
-    for schedule in every if schedules is None else (list(order) for order in schedules):
+    for schedule in every_schedule(steps) if schedules is None else schedules:
         if len(schedule) != 2 * steps or schedule.count("A") != steps or set(schedule) - {"A", "B"}:
             raise ValueError(f"a schedule is {2 * steps} letters, {steps} A and {steps} B; got {''.join(schedule)!r}")
         database.empty()
         payments = provider() if provider else None
-        taken, charged, conflicts = _play(handler, message, database, schedule, payments)
+        engine, taken = play_schedule(handler, database.session, [message], schedule, provider=payments)
         called = (payments.calls, len(payments.charges)) if payments else ()
-        seen.setdefault(taken, (charged, conflicts, *called))
+        seen.setdefault(taken, (database.total_charged(), engine.trace.count(Event.CONFLICT), *called))
     rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount), *called)
             for taken, (charged, conflicts, *called) in seen.items()]
     columns = ["interleaving", "charges", "conflicts", "outcome"]
     return pd.DataFrame(rows, columns=columns + (["provider calls", "charges at provider"] if provider else []))
 
 
-def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str],
-          provider: PaymentProvider | None = None) -> tuple[tuple[str, ...], int, int]:
-    # A receives; its lease runs out before B receives; then the script; steps take no time.
-    script = Script("AB", "".join(schedule))
-    engine = Engine(handler, database.session, provider=provider, policy=script, step_seconds=lambda step, now: 0.0)
+def every_schedule(steps: int) -> Iterator[str]:
+    """Every order in which two consumers can each take ``steps`` steps: strings of ``A`` and ``B``."""
+    for a_turns in itertools.combinations(range(2 * steps), steps):
+        yield "".join("A" if turn in a_turns else "B" for turn in range(2 * steps))
+
+
+def play_schedule(handler: Handler, sessions: Callable[[], Any], messages: Sequence[Message], schedule: str, *,
+                  provider: PaymentProvider | None = None, max_deliveries: int = 5) -> tuple[Engine, tuple[str, ...]]:
+    """Two consumers holding the same messages at once, moving as ``schedule`` says: the one interleaving explorer.
+
+    Consumer A takes a delivery (a batch, for a batch consumer); its lease runs out
+    and consumer B takes one too. Then each letter of ``schedule`` moves A or B by
+    one step (taking no time); after it, A alone takes whatever is still unacked,
+    until the queue is empty. Returns the run and the moves made (``"A:charge"``).
+    """
+    script = Script("AB", schedule)
+    engine = Engine(handler, sessions, provider=provider, policy=script, max_deliveries=max_deliveries,
+                    step_seconds=lambda step, now: 0.0)
     engine.add_consumers(2, ready_at=(0.0, engine.broker.visibility_timeout))
-    engine.publish([message])
+    engine.publish(messages)
     engine.run()
-    conflicts = engine.trace.count(Event.CONFLICT)
-    return tuple(script.taken), database.total_charged(), conflicts
+    return engine, tuple(script.taken)
 
 
 def places_to_remember(cache: Cache) -> dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]]:

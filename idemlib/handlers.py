@@ -19,7 +19,6 @@ from idemlib.messages import BadMessage, Charge, Message, parse_charge
 from idemlib.provider import Response
 from idemlib.stores import PaymentsSession
 from idemlib.stores.cache import Cache
-from idemlib.trace import Event
 
 
 class ProviderError(Exception):
@@ -93,10 +92,10 @@ class Handler:
     name: str = ""
     steps: tuple[str, ...] = ()
     batch_size: int | None = None
-    restart_seconds: float = 5.0
-    """Simulated seconds a crashed consumer of this kind takes to come back and ask for work again."""
     """None: one delivery per job. A number: a batch consumer, given up to that many deliveries per job, each read
     on receipt (:meth:`read`) so a message it cannot read is given back on its own."""
+    restart_seconds: float = 5.0
+    """Simulated seconds a crashed consumer of this kind takes to come back and ask for work again."""
 
     def run(self, ctx: Context) -> Steps:
         raise NotImplementedError
@@ -153,7 +152,7 @@ class IdFirstHandler(Handler):
             yield "charge"
             ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
         else:
-            ctx.note(Event.DUPLICATE_SKIPPED)
+            ctx.note("duplicate skipped")
         yield "ack"
         ctx.ack()
 
@@ -172,7 +171,7 @@ class WorkFirstHandler(Handler):
         charge = parse_charge(ctx.delivery.message)
         yield "check id"
         if ctx.db.has_processed(ctx.message_id):
-            ctx.note(Event.DUPLICATE_SKIPPED)
+            ctx.note("duplicate skipped")
         else:
             yield "charge"
             ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
@@ -210,7 +209,7 @@ class InboxHandler(Handler):
             yield "charge"
             ctx.db.charge(charge.order_id, charge.amount, ctx.message_id)
         else:
-            ctx.note(Event.DUPLICATE_SKIPPED)
+            ctx.note("duplicate skipped")
         yield "commit"
         ctx.db.commit()
         yield "ack"
@@ -264,7 +263,7 @@ class BusinessRowHandler(NaiveHandler):
     def apply_charge(self, ctx: Context, charge: Charge) -> None:
         version = message_version(ctx.delivery.message) if self.by == "version" else None
         if not ctx.db.charge_order_once(charge.order_id, charge.amount, ctx.message_id, version=version):
-            ctx.note(Event.DUPLICATE_SKIPPED)
+            ctx.note("duplicate skipped")
 
 
 def message_version(message: Message) -> int:
@@ -312,7 +311,7 @@ class CacheGuardHandler(Handler):
                 yield "claim id"
                 self._claim(ctx.message_id)
         else:
-            ctx.note(Event.DUPLICATE_SKIPPED)
+            ctx.note("duplicate skipped")
         yield "ack"
         ctx.ack()
 
@@ -335,7 +334,8 @@ class ProviderHandler(InboxHandler):
         self.call, self.keyed = call, keyed
         self.name = f"call {call}, {'with' if keyed else 'no'} key"
         local = InboxHandler.steps
-        self.steps: tuple[str, ...] = ("call provider", *local) if call == "before" else (*local[:2], "call provider", *local[2:])
+        self.steps: tuple[str, ...] = (("call provider", *local) if call == "before"
+                                       else (*local[:2], "call provider", *local[2:]))
 
     def key_for(self, message_id: str) -> str | None:
         """The idempotency key for this message's charge: derived from its ID, so every retry reuses it."""

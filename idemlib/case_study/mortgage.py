@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from idemlib.case_study.loan_bank import LoanSession
 from idemlib.handlers import Context, Handler, ProviderError, Steps
 from idemlib.messages import BadMessage, Charge, Message
-from idemlib.trace import Event
 
 GUARDS = ("none", "check outside", "memory", "inbox", "unique application", "version")
 PAYOUT_KEYS = ("derived", "approval", "per attempt", "none")
@@ -125,7 +124,7 @@ class AccountService(Handler):
         if self.guard == "check outside":
             yield "check id"
             if db.has_processed(ctx.message_id):
-                ctx.note(Event.DUPLICATE_SKIPPED)
+                ctx.note("duplicate skipped")
                 yield from self._settle(ctx, db, order, fresh=False)
             else:
                 yield "open account"
@@ -138,7 +137,7 @@ class AccountService(Handler):
             ctx.ack()
             return
         if (yield from self._already_done(ctx, db, order)):
-            ctx.note(Event.DUPLICATE_SKIPPED)
+            ctx.note("duplicate skipped")
         elif self.guard == "inbox":
             # The reference article's handler: the account and the processed ID saved together (one SaveChanges).
             yield "save"
@@ -149,7 +148,7 @@ class AccountService(Handler):
                 # A twin committed the same ID while we worked (PostgreSQL makes us wait for it):
                 # the unique key says "already done", so our account goes.
                 db.rollback()
-                ctx.note(Event.DUPLICATE_SKIPPED)
+                ctx.note("duplicate skipped")
         else:
             if self.guard == "version":
                 yield "open account"
@@ -192,7 +191,7 @@ class AccountService(Handler):
         try:
             yield "check memory"
             if ctx.message_id in self.handled:
-                ctx.note(Event.DUPLICATE_SKIPPED)
+                ctx.note("duplicate skipped")
                 yield from self._settle(ctx, db, order, fresh=False)
             else:
                 yield "begin, open account"
@@ -247,7 +246,7 @@ class AccountService(Handler):
         if not fresh:
             yield "look up payout"
             if self.look_up(order.application_id):
-                ctx.note(Event.PAYOUT_FOUND)
+                ctx.note("payout found at the payment system: not sent again")
                 yield "record payout"
                 db.record_payout(order.application_id)
                 return

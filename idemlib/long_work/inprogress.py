@@ -198,7 +198,7 @@ class InProgressHandler(Handler):
         if not db.claim(ctx.message_id, now, deadline, now + self.expires_after):
             seen = db.read(ctx.message_id)
             if seen is not None and seen.status == COMPLETED and seen.expires_at > now:
-                ctx.note(Event.DUPLICATE_SKIPPED)  # the stored result answers it
+                ctx.note("duplicate skipped")  # the stored result answers it
                 yield "ack"
                 ctx.ack()
                 return

@@ -21,17 +21,17 @@ poison message does not sink its batch.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 
-from idemlib.faults import Crash, FaultPlan, LostAck
+from idemlib.explore import every_schedule, fault_points, play_schedule
+from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, Handler, Steps
 from idemlib.messages import Charge, Message, parse_charge
-from idemlib.sim import Durations, Engine, Policy, RunResult, Script
+from idemlib.sim import Durations, Engine, Policy, RunResult
 from idemlib.stores import PaymentsSession, SqlPayments
 from idemlib.trace import Event
 
@@ -112,7 +112,7 @@ class BatchConsumer(Handler):
         db.charge_many([(c.order_id, c.amount, mid) for mid, c in charges.items() if mid in new])
         for delivery in ctx.deliveries:
             if delivery.message_id not in new:
-                ctx.record(delivery, Event.DUPLICATE_SKIPPED, "")
+                ctx.record(delivery, "duplicate skipped", "")
         yield "commit"
         db.commit()
         yield "ack all"
@@ -141,15 +141,6 @@ def consume(database: SqlPayments, messages: Sequence[Message], *, batch_size: i
     return engine.result(list(messages), database.payments())
 
 
-def fault_points() -> list[tuple[str, FaultPlan]]:
-    """Every single fault that can strike a batch's first delivery: a crash before each step, or lost acks."""
-    points = [("no fault", FaultPlan())]
-    # A crash is drawn for the batch's first message, and it takes the whole batch down with it.
-    points += [(f"crash before {step}", FaultPlan(crashes=[Crash(step)])) for step in STEPS]
-    points.append(("every ack lost once", FaultPlan(lost_acks=[LostAck()])))
-    return points
-
-
 def crash_matrix(make_database: Callable[[], SqlPayments], messages: Sequence[Message],
                  batch_size: int) -> pd.DataFrame:
     """The batched inbox crashed before each step of every batch's first delivery (or its acks lost).
@@ -158,7 +149,7 @@ def crash_matrix(make_database: Callable[[], SqlPayments], messages: Sequence[Me
     dollars charged against what is owed.
     """
     rows = []
-    for fault, plan in fault_points():
+    for fault, plan in fault_points(BatchConsumer(batch_size)):
         result = consume(make_database(), messages, batch_size=batch_size, faults=plan)
         outcomes = result.outcomes().value_counts()
         rows.append((fault, *(int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice")),
@@ -176,20 +167,15 @@ def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size
     redelivered until the queue is empty. ``database`` is emptied before each
     schedule. One row per distinct interleaving, with how each message ended.
     """
-    steps = len(STEPS)
     seen: dict[tuple[str, ...], tuple[int, int, int, int]] = {}
-    for a_turns in itertools.combinations(range(2 * steps), steps):
+    consumer = BatchConsumer(batch_size)
+    for schedule in every_schedule(len(STEPS)):
         database.empty()
-        script = Script("AB", "".join("A" if turn in a_turns else "B" for turn in range(2 * steps)))
-        engine = batch_engine(database, batch_size, max_deliveries=10, policy=script, step_seconds=lambda s, t: 0.0)
-        engine.add_consumers(2, ready_at=(0.0, engine.broker.visibility_timeout))  # A's leases run out, B takes
-        engine.publish(messages)
-        engine.run()
+        engine, taken = play_schedule(consumer, lambda: BatchSession(database), messages, schedule, max_deliveries=10)
         result = engine.result(list(messages), database.payments())
         outcomes = result.outcomes().value_counts()
-        conflicts = int((result.trace["event"] == Event.CONFLICT).sum())
         once, lost, twice = (int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice"))
-        seen.setdefault(tuple(script.taken), (once, lost, twice, conflicts))
+        seen.setdefault(taken, (once, lost, twice, engine.trace.count(Event.CONFLICT)))
     rows = [(" → ".join(taken), *counts) for taken, counts in seen.items()]
     return pd.DataFrame(rows, columns=["interleaving", "charged once", "charge lost", "charged twice",
                                        "conflicting deliveries"])

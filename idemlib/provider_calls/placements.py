@@ -22,7 +22,6 @@ from idemlib.messages import Message, parse_charge
 from idemlib.provider import PaymentProvider
 from idemlib.sim import outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
-from idemlib.trace import Event
 
 RESULT = "#result"
 """Suffix of the inbox row that says the provider's result was recorded (the pending row is the bare ID)."""
@@ -53,7 +52,7 @@ class PendingChargeHandler(Handler):
         ctx.db.commit()
         yield "look up result"
         if ctx.db.has_processed(ctx.message_id + RESULT):
-            ctx.note(Event.DUPLICATE_SKIPPED)
+            ctx.note("duplicate skipped")
         else:
             yield "call provider"
             response = ctx.call_provider(self.key_for(ctx.message_id), charge)
