@@ -148,3 +148,15 @@ def test_idemlib_has_one_run_loop():
             if isinstance(node, ast.While) and "is_empty" in ast.unparse(node.test):
                 loops.append(f"{path.relative_to(package)}:{node.lineno}")
     assert len(loops) == 1 and loops[0].startswith("sim.py"), loops
+
+
+def test_every_inbox_table_is_the_one_statement():
+    import re
+
+    from idemlib.stores.sql import SCHEMA, inbox_table
+    laid_out = re.sub(r"\s+", " ", SCHEMA[1]).replace("( ", "(").replace(" )", ")").strip()
+    assert laid_out == inbox_table(also="fingerprint VARCHAR", if_not_exists=True)
+    package = Path(__file__).resolve().parent.parent / "idemlib"
+    written = [str(path.relative_to(package)) for path in package.rglob("*.py")
+               if "TABLE processed_messages (" in path.read_text(encoding="utf-8")]
+    assert written == [], written

@@ -21,7 +21,7 @@ from idemlib.messages import Message, parse_charge
 from idemlib.operating.batch import RECORD_IDS, BatchSession, batch_engine
 from idemlib.sim import simulate
 from idemlib.stores import PaymentsDatabase, SqlPayments
-from idemlib.stores.sql import Cursor
+from idemlib.stores.sql import Cursor, inbox_table
 
 
 def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages: list[Message],
@@ -67,7 +67,7 @@ def record_ids_duckdb(stored: Sequence[int] = (0, 100_000), new_ids: int = 1000,
         # One inbox per size, filled once: each timed insert is rolled back, so every run meets the same inbox,
         # and the two statements take turns, so a busy moment of the machine falls on both alike.
         database = duckdb.connect(":memory:", config={"threads": 1})
-        database.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
+        database.execute(inbox_table())
         database.execute("INSERT INTO processed_messages SELECT 'm-old-' || range FROM range(?)", (size,))
         for _ in range(repeats):
             for name, statement in statements.items():

@@ -23,6 +23,7 @@ from idemlib.faults import Crash, FaultPlan
 from idemlib.retention_and_ordering.jetstream_log import JetStreamLog
 from idemlib.retention_and_ordering.ordered_log import MemoryLog, OrderedLog, Record
 from idemlib.servers import NATS, available
+from idemlib.stores.sql import inbox_table
 
 STEPS = ("fetch", "begin", "read offset", "apply", "store offset", "commit", "ack")
 """The offset consumer's steps for one record; a crash can strike before any of them."""
@@ -49,7 +50,7 @@ class Projection:
         self.db.execute("CREATE TABLE totals (order_id INTEGER PRIMARY KEY, paid INTEGER NOT NULL)")
         self.db.execute("CREATE TABLE applications (seq BIGINT, subject VARCHAR, message_id VARCHAR)")
         self.db.execute("CREATE TABLE offsets (part VARCHAR PRIMARY KEY, last_seq BIGINT NOT NULL)")
-        self.db.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
+        self.db.execute(inbox_table())
         self.session = self.db.cursor()
 
     def restart(self) -> None:
