@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from idemlib.handlers import (
 )
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
-from idemlib.sim import DEFAULT_STEP_SECONDS, Engine, Script, outcome_of, simulate
+from idemlib.sim import DEFAULT_STEP_SECONDS, EarliestDue, Engine, Worker, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
 from idemlib.stores.cache import Cache
 from idemlib.stores.keyvalue import KeyValuePayments
@@ -179,6 +180,36 @@ def interleavings(
             for taken, (charged, conflicts, *called) in seen.items()]
     columns = ["interleaving", "charges", "conflicts", "outcome"]
     return pd.DataFrame(rows, columns=columns + (["provider calls", "charges at provider"] if provider else []))
+
+
+class Script:
+    """An explicit schedule, for exploring interleavings.
+
+    ``starts`` names who takes a delivery first, in order (one letter each: the last
+    letter of a consumer's name); then each letter of ``moves`` names who takes its
+    next step (if that one has finished, another busy one moves; when none is busy the
+    script is over). After it, busy consumers finish, and only ``then`` takes new deliveries.
+    ``taken`` lists the moves made, as ``"A:charge"``.
+    """
+
+    def __init__(self, starts: str, moves: str, then: str = "A") -> None:
+        self._starts, self._moves, self.then = deque(starts), deque(moves), then
+        self.taken: list[str] = []
+
+    def choose(self, workers: Sequence[Worker]) -> Worker:
+        named = {w.name[-1]: w for w in workers}
+        if self._starts:
+            return named[self._starts.popleft()]
+        while self._moves:
+            mover = named[self._moves.popleft()]
+            if not mover.busy:  # finished already: another one moves
+                mover = next((w for w in workers if w.busy), mover)
+            if not mover.busy:
+                self._moves.clear()
+                break
+            self.taken.append(f"{mover.name[-1]}:{mover.step}")
+            return mover
+        return EarliestDue().choose([w for w in workers if w.busy] or [named[self.then]])
 
 
 def every_schedule(steps: int) -> Iterator[str]:

@@ -6,8 +6,9 @@ consumer a run is a plain loop, and with several their steps interleave the way
 real processes' would, inside the real database engine.
 
 :class:`Engine` is that loop, and the only one: :func:`simulate`, a day in
-production, the explorers' interleavings, a batched consumer and a real process
-killed between steps are each a few lines of set-up on it.
+production, the explorers' interleavings (a scripted policy, in :mod:`idemlib.explore`),
+a batched consumer, a real process killed between steps and the Powertools library
+in child processes are each a few lines of set-up on it.
 """
 
 from __future__ import annotations
@@ -134,36 +135,6 @@ class EarliestDue:
 
     def choose(self, workers: Sequence[Worker]) -> Worker:
         return min(workers, key=lambda w: (w.ready_at, w.turn))
-
-
-class Script:
-    """An explicit schedule, for exploring interleavings.
-
-    ``starts`` names who takes a delivery first, in order (one letter each: the last
-    letter of a consumer's name); then each letter of ``moves`` names who takes its
-    next step (if that one has finished, another busy one moves; when none is busy the
-    script is over). After it, busy consumers finish, and only ``then`` takes new deliveries.
-    ``taken`` lists the moves made, as ``"A:charge"``.
-    """
-
-    def __init__(self, starts: str, moves: str, then: str = "A") -> None:
-        self._starts, self._moves, self.then = deque(starts), deque(moves), then
-        self.taken: list[str] = []
-
-    def choose(self, workers: Sequence[Worker]) -> Worker:
-        named = {w.name[-1]: w for w in workers}
-        if self._starts:
-            return named[self._starts.popleft()]
-        while self._moves:
-            mover = named[self._moves.popleft()]
-            if not mover.busy:  # finished already: another one moves
-                mover = next((w for w in workers if w.busy), mover)
-            if not mover.busy:
-                self._moves.clear()
-                break
-            self.taken.append(f"{mover.name[-1]}:{mover.step}")
-            return mover
-        return EarliestDue().choose([w for w in workers if w.busy] or [named[self.then]])
 
 
 class Engine:

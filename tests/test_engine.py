@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from idemlib.clock import VirtualClock
-from idemlib.explore import RUNNING_EXAMPLE
+from idemlib.explore import RUNNING_EXAMPLE, Script
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler, NaiveHandler
 from idemlib.messages import Message
@@ -16,7 +16,7 @@ from idemlib.operating.day import Day, run_day
 from idemlib.processes import kill_between_steps
 from idemlib.retention_and_ordering.offsets import Projection, consume
 from idemlib.retention_and_ordering.ordered_log import MemoryLog
-from idemlib.sim import Engine, Script, simulate
+from idemlib.sim import Engine, simulate
 from idemlib.stores import DuckDBPayments
 from idemlib.trace import Event, Trace
 
