@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from idemlib.clock import VirtualClock
 from idemlib.messages import Message
-from idemlib.trace import Trace
+from idemlib.trace import Event, Trace
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class Broker:
         position = len(self._stored)
         self._stored.append(_Stored(message))
         self._ready.append(position)
-        self.trace.record("broker", "published", message.label)
+        self.trace.record("broker", Event.PUBLISHED, message.label)
         return position
 
     def receive(self, consumer: str) -> Delivery | None:
@@ -139,7 +139,7 @@ class Broker:
             stored.lease_until = expires
             heapq.heappush(self._leases, (expires, position, stored.receipt))
             self.trace.record(
-                consumer, "delivered", stored.message.label, stored.deliveries,
+                consumer, Event.DELIVERED, stored.message.label, stored.deliveries,
                 "redelivered" if stored.deliveries > 1 else "",
             )
             return Delivery(stored.message, position, stored.receipt, stored.deliveries, consumer, expires)
@@ -152,7 +152,7 @@ class Broker:
         delete does, whether it is waiting on the queue again or another consumer
         now holds it.
         """
-        self.trace.record(delivery.consumer, "acked", delivery.message_id, delivery.count)
+        self.trace.record(delivery.consumer, Event.ACKED, delivery.message_id, delivery.count)
         if self._stored[delivery.position].place in (ACKED, DEAD):
             return False
         self._move(delivery.position, ACKED)
@@ -183,7 +183,7 @@ class Broker:
             return False
         stored.lease_until = self.clock.now() + self.visibility_timeout
         heapq.heappush(self._leases, (stored.lease_until, delivery.position, delivery.receipt))
-        self.trace.record(delivery.consumer, "lease extended", delivery.message_id, delivery.count,
+        self.trace.record(delivery.consumer, Event.LEASE_EXTENDED, delivery.message_id, delivery.count,
                           f"until {stored.lease_until:g}")
         return True
 
@@ -232,9 +232,9 @@ class Broker:
             _, position, _ = heapq.heappop(self._leases)
             stored = self._stored[position]
             self._move(position, READY)
-            self.trace.record("broker", "lease expired", stored.message.label, stored.deliveries, at=expires)
+            self.trace.record("broker", Event.LEASE_EXPIRED, stored.message.label, stored.deliveries, at=expires)
 
     def _dead_letter(self, position: int, stored: _Stored) -> None:
         self._move(position, DEAD)
         self.dead_letters.append(DeadLetter(stored.message, stored.deliveries, stored.last_failure))
-        self.trace.record("broker", "dead-lettered", stored.message.label, stored.deliveries, stored.last_failure)
+        self.trace.record("broker", Event.DEAD_LETTERED, stored.message.label, stored.deliveries, stored.last_failure)

@@ -8,24 +8,31 @@ duplicates for lost messages and never removes duplicates altogether.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from idemlib.broker import Broker
-from idemlib.clock import VirtualClock
 from idemlib.faults import Crash, FaultPlan, LostAck
-from idemlib.handlers import (HANDLERS, BusinessRowHandler, CacheGuardHandler, Handler, IdFirstHandler,
-                              InboxHandler)
+from idemlib.handlers import (
+    HANDLERS,
+    BusinessRowHandler,
+    CacheGuardHandler,
+    Handler,
+    IdFirstHandler,
+    InboxHandler,
+)
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
-from idemlib.sim import DEFAULT_STEP_SECONDS, _advance, _Consumer, _start, outcome_of, simulate
+from idemlib.sim import DEFAULT_STEP_SECONDS, EarliestDue, Engine, Worker, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
 from idemlib.stores.cache import Cache
 from idemlib.stores.keyvalue import KeyValuePayments
-from idemlib.trace import Trace
+from idemlib.trace import Event
 
 _cache_runs = itertools.count(1)
 
@@ -34,10 +41,14 @@ RUNNING_EXAMPLE = Message.charge("m-7f3", order_id=1042, amount=40)
 
 
 def fault_points(handler: Handler) -> list[tuple[str, FaultPlan]]:
-    """Every single fault that can strike one delivery of ``handler``: a crash before each step, or a lost ack."""
+    """Every single fault that can strike one delivery of ``handler``: a crash before each step, or a lost ack.
+
+    For a batch consumer, a crash is drawn for each batch's first message and takes the
+    whole batch down with it, and the lost ack is every message's first.
+    """
     points = [("no fault", FaultPlan())]
     points += [(f"crash before {step}", FaultPlan(crashes=[Crash(step)])) for step in handler.steps]
-    points.append(("ack lost", FaultPlan(lost_acks=[LostAck()])))
+    points.append(("every ack lost once" if handler.batch_size else "ack lost", FaultPlan(lost_acks=[LostAck()])))
     return points
 
 
@@ -47,11 +58,15 @@ def crash_matrix(handlers: Iterable[Handler] = HANDLERS, message: Message = RUNN
     One row per (handler, fault): the dollars charged, how many charges that is,
     and the outcome (charge lost, charged once, charged twice).
     """
-    setups = {handler.name: (lambda handler=handler: (handler, DuckDBPayments())) for handler in handlers}
+    setups = {handler.name: functools.partial(_with_duckdb, handler) for handler in handlers}
     return store_matrix(setups, message).rename(columns={"setup": "handler"})
 
 
-def store_matrix(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]],
+def _with_duckdb(handler: Handler) -> tuple[Handler, PaymentsDatabase]:
+    return handler, DuckDBPayments()
+
+
+def store_matrix(setups: Mapping[str, Callable[[], tuple[Handler, PaymentsDatabase]]],
                  message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
     """Like :func:`crash_matrix`, for setups that need fresh parts every run (a store, a cache).
 
@@ -107,7 +122,8 @@ def fault_sweep(
     """
     rows = []
     for rate in rates:
-        plan = FaultPlan(seed=seed, **{fault: rate})
+        rate_of: dict[str, Any] = {fault: rate}
+        plan = FaultPlan(seed=seed, **rate_of)
         for handler in handlers:
             payments = PaymentProvider(behaviours()[provider]) if provider else None
             result = simulate(handler, messages, faults=plan, provider=payments, step_seconds=step_seconds,
@@ -152,55 +168,72 @@ def interleavings(
     steps = len(handler.steps)
     amount = handler.read(message).amount  # a message the handler cannot read is refused here, saying why
     seen: dict[tuple[str, ...], tuple[int, ...]] = {}
-    every = (["A" if turn in a_turns else "B" for turn in range(2 * steps)]
-             for a_turns in itertools.combinations(range(2 * steps), steps))
-    for schedule in every if schedules is None else (list(order) for order in schedules):
+    for schedule in every_schedule(steps) if schedules is None else schedules:
         if len(schedule) != 2 * steps or schedule.count("A") != steps or set(schedule) - {"A", "B"}:
             raise ValueError(f"a schedule is {2 * steps} letters, {steps} A and {steps} B; got {''.join(schedule)!r}")
         database.empty()
         payments = provider() if provider else None
-        taken, charged, conflicts = _play(handler, message, database, schedule, payments)
+        engine, taken = play_schedule(handler, database.session, [message], schedule, provider=payments)
         called = (payments.calls, len(payments.charges)) if payments else ()
-        seen.setdefault(taken, (charged, conflicts, *called))
+        seen.setdefault(taken, (database.total_charged(), engine.trace.count(Event.CONFLICT), *called))
     rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount), *called)
             for taken, (charged, conflicts, *called) in seen.items()]
     columns = ["interleaving", "charges", "conflicts", "outcome"]
     return pd.DataFrame(rows, columns=columns + (["provider calls", "charges at provider"] if provider else []))
 
 
-def _play(handler: Handler, message: Message, database: PaymentsDatabase, schedule: list[str],
-          provider: PaymentProvider | None = None) -> tuple[tuple[str, ...], int, int]:
-    clock = VirtualClock()
-    if provider is not None:
-        provider.clock = clock
-    trace = Trace(clock)
-    broker = Broker(clock, trace)
-    broker.publish(message)
-    faults = FaultPlan()
-    workers = {}
-    for name in ("A", "B"):
-        worker = _Consumer(f"consumer {name}", database.session())
-        _start(worker, handler, broker, faults, trace, provider)
-        _advance(worker, faults, broker, trace, database)  # up to the pause before its first step
-        workers[name] = worker
-        clock.advance(broker.visibility_timeout)  # A's lease runs out before B receives
-    taken = []
-    for name in schedule:
-        if workers[name].job is None:  # finished already: the other one moves
-            name = "B" if name == "A" else "A"
-        worker = workers[name]
-        if worker.job is None:
-            break
-        taken.append(f"{name}:{worker.step}")
-        _advance(worker, faults, broker, trace, database)
-    while not broker.is_empty:  # redeliver whatever is still unacked, one clean delivery at a time
-        clock.advance(broker.visibility_timeout)
-        worker = workers["A"]
-        if _start(worker, handler, broker, faults, trace, provider):
-            while worker.job is not None:
-                _advance(worker, faults, broker, trace, database)
-    conflicts = sum(1 for row in trace.rows if row[2] == "conflict")
-    return tuple(taken), database.total_charged(), conflicts
+class Script:
+    """An explicit schedule, for exploring interleavings.
+
+    ``starts`` names who takes a delivery first, in order (one letter each: the last
+    letter of a consumer's name); then each letter of ``moves`` names who takes its
+    next step (if that one has finished, another busy one moves; when none is busy the
+    script is over). After it, busy consumers finish, and only ``then`` takes new deliveries.
+    ``taken`` lists the moves made, as ``"A:charge"``.
+    """
+
+    def __init__(self, starts: str, moves: str, then: str = "A") -> None:
+        self._starts, self._moves, self.then = deque(starts), deque(moves), then
+        self.taken: list[str] = []
+
+    def choose(self, workers: Sequence[Worker]) -> Worker:
+        named = {w.name[-1]: w for w in workers}
+        if self._starts:
+            return named[self._starts.popleft()]
+        while self._moves:
+            mover = named[self._moves.popleft()]
+            if not mover.busy:  # finished already: another one moves
+                mover = next((w for w in workers if w.busy), mover)
+            if not mover.busy:
+                self._moves.clear()
+                break
+            self.taken.append(f"{mover.name[-1]}:{mover.step}")
+            return mover
+        return EarliestDue().choose([w for w in workers if w.busy] or [named[self.then]])
+
+
+def every_schedule(steps: int) -> Iterator[str]:
+    """Every order in which two consumers can each take ``steps`` steps: strings of ``A`` and ``B``."""
+    for a_turns in itertools.combinations(range(2 * steps), steps):
+        yield "".join("A" if turn in a_turns else "B" for turn in range(2 * steps))
+
+
+def play_schedule(handler: Handler, sessions: Callable[[], Any], messages: Sequence[Message], schedule: str, *,
+                  provider: PaymentProvider | None = None, max_deliveries: int = 5) -> tuple[Engine, tuple[str, ...]]:
+    """Two consumers holding the same messages at once, moving as ``schedule`` says: the one interleaving explorer.
+
+    Consumer A takes a delivery (a batch, for a batch consumer); its lease runs out
+    and consumer B takes one too. Then each letter of ``schedule`` moves A or B by
+    one step (taking no time); after it, A alone takes whatever is still unacked,
+    until the queue is empty. Returns the run and the moves made (``"A:charge"``).
+    """
+    script = Script("AB", schedule)
+    engine = Engine(handler, sessions, provider=provider, policy=script, max_deliveries=max_deliveries,
+                    step_seconds=lambda step, now: 0.0)
+    engine.add_consumers(2, ready_at=(0.0, engine.broker.visibility_timeout))
+    engine.publish(messages)
+    engine.run()
+    return engine, tuple(script.taken)
 
 
 def places_to_remember(cache: Cache) -> dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]]:

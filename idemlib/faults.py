@@ -1,6 +1,7 @@
 """What goes wrong in a run: a consumer that dies before a step, an ack that never arrives.
 
-A fault plan is consulted by the simulator; it never reaches into the handler.
+A fault plan is consulted by the simulator's engine, in one place, with the copy's
+position on the queue; it never reaches into the handler.
 Faults can be named one by one (crash before the charge on the first delivery of
 m-7f3) or drawn at a rate. Drawn faults depend only on the seed, the message and the
 delivery, never on the order of calls, so two handlers run under one plan meet the
@@ -22,15 +23,18 @@ class Crash:
 
     Like a real process death it rolls back the open transaction and sends no ack;
     the message comes back only when its lease runs out. ``message_id=None`` means
-    any message.
+    any message; ``copy`` names one copy on the queue by its position (None: any).
     """
 
     before: str
     delivery: int = 1
     message_id: str | None = None
+    copy: int | None = None
 
-    def matches(self, step: str, message_id: str, delivery: int) -> bool:
-        return self.before == step and self.delivery == delivery and self.message_id in (None, message_id)
+    def matches(self, step: str, message_id: str, delivery: int, copy: int | None = None) -> bool:
+        """Whether this crash strikes ``step`` of this delivery of this message (and copy)."""
+        return (self.before == step and self.delivery == delivery and self.message_id in (None, message_id)
+                and self.copy in (None, copy))
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class _LostOnTheWay:
     message_id: str | None = None
 
     def matches(self, message_id: str, delivery: int) -> bool:
+        """Whether this fault strikes this delivery of this message."""
         return self.delivery == delivery and self.message_id in (None, message_id)
 
 
@@ -73,7 +78,7 @@ class FaultPlan:
 
     def crashes_before(self, step: str, message_id: str, delivery: int, copy: int | None = None) -> bool:
         """Whether the consumer dies just before ``step`` of this delivery (``copy``: the broker's position for it)."""
-        if any(crash.matches(step, message_id, delivery) for crash in self.crashes):
+        if any(crash.matches(step, message_id, delivery, copy) for crash in self.crashes):
             return True
         return self._draw("crash", self._whose(message_id, copy), delivery, step) < self.crash_rate
 
@@ -81,6 +86,8 @@ class FaultPlan:
         """Whether the ack for this delivery is lost on its way to the broker."""
         if any(lost.matches(message_id, delivery) for lost in self.lost_acks):
             return True
+        if self.ack_loss_rate == 0.0:
+            return False  # no draw needed (a batch of thousands of acks would pay for each)
         return self._draw("ack", self._whose(message_id, copy), delivery) < self.ack_loss_rate
 
     def loses_response(self, message_id: str, delivery: int, copy: int | None = None) -> bool:

@@ -11,8 +11,8 @@ steps, which is the whole point: the order decides what a crash does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, replace
 
 from idemlib.broker import Delivery
 from idemlib.messages import BadMessage, Charge, Message, parse_charge
@@ -41,6 +41,10 @@ def _no_lease() -> bool:
     raise RuntimeError("this context has no broker: run the handler through simulate(), which lets it extend its lease")
 
 
+def _no_trace(delivery: Delivery, event: str, detail: str) -> None:
+    raise RuntimeError("this context has no trace: run the handler through simulate(), which records its events")
+
+
 @dataclass
 class Context:
     """What a handler works with for one delivery: its database session, its ack and the provider."""
@@ -54,20 +58,44 @@ class Context:
     """The run's clock, for handlers that keep deadlines (lesson 09's in-progress record)."""
     extend_lease: Callable[[], bool] = _no_lease
     """Ask the broker for a fresh lease on this delivery, for handlers whose work outlasts one (lesson 09)."""
+    deliveries: tuple[Delivery, ...] = ()
+    """Every delivery the handler holds: the batch of a batched consumer (``delivery`` is its first), else just one."""
+    record: Callable[[Delivery, str, str], None] = _no_trace
+    """Write one event with a detail into the run's trace, for one of the ``deliveries``."""
+
+    def __post_init__(self) -> None:
+        if not self.deliveries:
+            self.deliveries = (self.delivery,)
 
     @property
     def message_id(self) -> str:
         return self.delivery.message_id
 
 
-Steps = Iterator[str]
+Steps = Generator[str, None, None]
+"""A handler's job for one delivery: it yields each step's name just before doing it, and may be closed at a pause."""
+
+
+def no_steps() -> Steps:
+    """A job of no steps, for a hook that adds none."""
+    yield from ()
 
 
 class Handler:
-    """A consumer's logic. Subclasses name their ``steps`` and yield them in :meth:`run`."""
+    """A consumer's logic. Subclasses name their ``steps`` and yield them in :meth:`run`.
+
+    Anything with this shape runs on the simulator's engine: the course's handlers, a
+    batched consumer (``batch_size`` set: it takes up to that many deliveries at once),
+    a real process driven step by step.
+    """
 
     name: str = ""
     steps: tuple[str, ...] = ()
+    batch_size: int | None = None
+    """None: one delivery per job. A number: a batch consumer, given up to that many deliveries per job, each read
+    on receipt (:meth:`read`) so a message it cannot read is given back on its own."""
+    restart_seconds: float = 5.0
+    """Simulated seconds a crashed consumer of this kind takes to come back and ask for work again."""
 
     def run(self, ctx: Context) -> Steps:
         raise NotImplementedError
@@ -76,6 +104,10 @@ class Handler:
         """What this handler reads from ``message``: its amount above all (the explorers count effects
         with it). Raises :class:`~idemlib.messages.BadMessage`, saying why, for a message it cannot read."""
         return parse_charge(message)
+
+    def crash_detail(self, step: str, ctx: Context) -> str:
+        """How the trace describes a crash of this consumer just before ``step``."""
+        return f"before {step}"
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}: {' → '.join(self.steps)}>"
@@ -157,7 +189,7 @@ class InboxHandler(Handler):
     """
 
     name = "inbox"
-    steps = ("begin", "record id", "charge", "commit", "ack")
+    steps: tuple[str, ...] = ("begin", "record id", "charge", "commit", "ack")
 
     def __init__(self, *, check_payload: bool = False) -> None:
         # With check_payload, the inbox also stores a fingerprint of the body, so an ID
@@ -185,7 +217,7 @@ class InboxHandler(Handler):
 
     def with_the_charge(self, ctx: Context, charge: Charge) -> Steps:
         """Steps a subclass does inside the transaction, only for a new message, just before the charge."""
-        return iter(())
+        return no_steps()
 
 
 class AckFirstHandler(InboxHandler):
@@ -209,7 +241,7 @@ class AckFirstHandler(InboxHandler):
 
 
 def _without_ack(ctx: Context) -> Context:
-    return Context(ctx.delivery, ctx.db, ack=lambda: None, note=ctx.note, call_provider=ctx.call_provider)
+    return replace(ctx, ack=lambda: None)
 
 
 class BusinessRowHandler(NaiveHandler):
@@ -302,7 +334,8 @@ class ProviderHandler(InboxHandler):
         self.call, self.keyed = call, keyed
         self.name = f"call {call}, {'with' if keyed else 'no'} key"
         local = InboxHandler.steps
-        self.steps = ("call provider", *local) if call == "before" else (*local[:2], "call provider", *local[2:])
+        self.steps: tuple[str, ...] = (("call provider", *local) if call == "before"
+                                       else (*local[:2], "call provider", *local[2:]))
 
     def key_for(self, message_id: str) -> str | None:
         """The idempotency key for this message's charge: derived from its ID, so every retry reuses it."""
@@ -314,7 +347,7 @@ class ProviderHandler(InboxHandler):
         yield from super().run(ctx)
 
     def with_the_charge(self, ctx: Context, charge: Charge) -> Steps:
-        return self._pay(ctx, charge) if self.call == "inside" else iter(())
+        return self._pay(ctx, charge) if self.call == "inside" else no_steps()
 
     def _pay(self, ctx: Context, charge: Charge) -> Steps:
         yield "call provider"

@@ -7,10 +7,10 @@ rollback is sent, the file is left as the dead process left it. What survives is
 what the engine made durable at ``COMMIT``; the next process to open the file
 recovers it from the write-ahead log.
 
-The parent plays the broker (the course's :class:`~idemlib.broker.Broker` on a
-virtual clock). The child announces each step before doing it and waits for a
-``go``; a :class:`~idemlib.faults.FaultPlan` crash before that step is a ``SIGKILL``
-instead of the ``go``. The killed delivery's lease then runs out, a fresh child is
+The parent runs the simulator's engine (the course's broker on a virtual clock),
+with the child as its consumer. The child announces each step before doing it and
+waits for a ``go``; a :class:`~idemlib.faults.FaultPlan` crash before that step is a
+``SIGKILL`` instead of the ``go``. The killed delivery's lease then runs out, a fresh child is
 started, and the broker delivers the message again.
 """
 
@@ -21,19 +21,18 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from idemlib.broker import Broker, Delivery
-from idemlib.clock import VirtualClock
+from idemlib.broker import Delivery
 from idemlib.faults import FaultPlan
-from idemlib.handlers import Context, handler_named
+from idemlib.handlers import Context, Handler, Steps, handler_named
 from idemlib.messages import Message
-from idemlib.sim import RunResult
-from idemlib.stores import DuckDBPayments, SqlPayments, SQLitePayments
-from idemlib.trace import Trace
+from idemlib.sim import Engine, NoSession, RunResult, StepFailed, Worker
+from idemlib.stores import DuckDBPayments, SQLitePayments, SqlPayments
+from idemlib.trace import Event
 
 CONSUMER = "consumer process"
-ENGINES: dict[str, type[SqlPayments]] = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}
+ENGINES: dict[str, Callable[[str], SqlPayments]] = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}
 """The engines that keep a database in a file a consumer process can open, by name."""
 
 
@@ -81,6 +80,58 @@ class _Child:
                 pipe.close()
 
 
+class ChildConsumer(Handler):
+    """A course handler run in a child process, as a consumer on the simulator's engine.
+
+    Each job hands the delivery to the child and yields each step the child
+    announces; the engine's go is the next yield. A crash from the fault plan closes
+    the job at its pause, which here is a ``SIGKILL``; the next job starts a new child.
+    """
+
+    def __init__(self, engine: str, path: str, handler: str) -> None:
+        self.engine, self.path = engine, path
+        self.name, self.steps = handler, handler_named(handler).steps  # an unknown name fails here, not in the child
+        self.child: _Child | None = None
+
+    def run(self, ctx: Context) -> Steps:
+        delivery = ctx.delivery
+        if self.child is None:
+            self.child = _Child(self.engine, self.path, self.name)
+            ctx.record(delivery, Event.STARTED, f"pid {self.child.process.pid}")
+        child = self.child
+        child.send(json.dumps({"message_id": delivery.message.message_id, "body": delivery.message.body,
+                               "count": delivery.count}))
+        while True:
+            kind, detail = child.read()
+            if kind == "step":
+                try:
+                    yield detail
+                except GeneratorExit:  # the fault plan's crash before this step: a process death
+                    child.kill()
+                    self.child = None
+                    raise
+                child.send("go")
+            elif kind == "ack":
+                ctx.ack()
+            elif kind == "failed":
+                raise StepFailed(detail)
+            elif kind == "note":
+                ctx.note(detail)
+            else:  # "done"
+                return
+
+    restart_seconds = 0.0  # the parent starts a new child as soon as the broker has a delivery for it
+
+    def crash_detail(self, step: str, ctx: Context) -> str:
+        return f"SIGKILL before {step}"
+
+    def stop(self) -> None:
+        """End the last child, whose work is done."""
+        if self.child is not None:
+            self.child.stop()
+            self.child = None
+
+
 def kill_between_steps(
     path: str,
     messages: Iterable[Message],
@@ -99,11 +150,12 @@ def kill_between_steps(
     the payments read back from the file after the last child has exited. Message
     bodies travel to the child as JSON, so each must be a mapping or JSON text.
     ``engine`` is one of :data:`ENGINES`; ``handler`` a name from :data:`~idemlib.handlers.HANDLERS`.
+    Every step takes no simulated time; only leases do.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {sorted(ENGINES)} (an engine that keeps its database in a file), "
                          f"not {engine!r}")
-    handler_named(handler)  # an unknown name fails here, with the list of names, not in the child
+    consumer = ChildConsumer(engine, path, handler)
     messages = list(messages)
     for message in messages:
         try:
@@ -111,53 +163,15 @@ def kill_between_steps(
         except (TypeError, ValueError) as error:
             raise ValueError(f"{message.label}: a message for a consumer process travels as JSON, and this one "
                              f"cannot ({error}). Give it a JSON object or JSON text as its body.") from None
-    clock = VirtualClock()
-    trace = Trace(clock)
-    broker = Broker(clock, trace, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries)
-    for message in messages:
-        broker.publish(message)
-    child: _Child | None = None
+    run = Engine(consumer, NoSession, faults=faults, step_seconds=lambda step, now: 0.0,
+                 visibility_timeout=visibility_timeout, max_deliveries=max_deliveries)
+    run.workers.append(Worker(CONSUMER, NoSession()))
+    run.publish(messages)
     try:
-        while not broker.is_empty:
-            delivery = broker.receive(CONSUMER)
-            if delivery is None:  # the killed delivery's lease is still running: wait it out
-                expiry = broker.next_lease_expiry()
-                assert expiry is not None, "a message is on the queue but neither ready nor leased"
-                clock.advance_to(expiry)
-                continue
-            if child is None:
-                child = _Child(engine, path, handler)
-                trace.record(CONSUMER, "started", delivery.message_id, delivery.count, f"pid {child.process.pid}")
-            if not _work(child, delivery, broker, faults, trace):
-                child = None
+        run.run()
     finally:
-        if child is not None:
-            child.stop()
-    return RunResult(messages, trace.to_frame(), ENGINES[engine](path).payments(), list(broker.dead_letters), clock.now())
-
-
-def _work(child: _Child, delivery: Delivery, broker: Broker, faults: FaultPlan, trace: Trace) -> bool:
-    """Hand ``delivery`` to the child and follow its steps; False if the child was killed."""
-    child.send(json.dumps({"message_id": delivery.message.message_id, "body": delivery.message.body,
-                           "count": delivery.count}))
-    while True:
-        kind, detail = child.read()
-        if kind == "step":
-            if faults.crashes_before(detail, delivery.message_id, delivery.count):
-                child.kill()
-                trace.record(CONSUMER, "crashed", delivery.message_id, delivery.count, f"SIGKILL before {detail}")
-                return False
-            child.send("go")
-        elif kind == "ack":
-            broker.ack(delivery)
-        elif kind == "failed":
-            trace.record(CONSUMER, "failed", delivery.message_id, delivery.count, detail)
-            broker.release(delivery, detail)
-            return True
-        elif kind == "note":
-            trace.record(CONSUMER, detail, delivery.message_id, delivery.count)
-        else:  # "done"
-            return True
+        consumer.stop()
+    return run.result(messages, ENGINES[engine](path).payments())
 
 
 def _say(kind: str, detail: str = "") -> None:

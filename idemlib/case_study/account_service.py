@@ -19,6 +19,7 @@ import psycopg
 from idemlib.case_study.mortgage import APPLICATION_42, open_account_message
 from idemlib.operating.steps import Connection, Watch, deliver, two_at_once
 from idemlib.operating.testing import idempotency_report
+from idemlib.stores.sql import inbox_table
 
 
 def tables(*, unique_application: bool) -> Callable[[Connection], None]:
@@ -123,7 +124,7 @@ def deliver_twice(connect: Callable[[], Connection], *, unique_application: bool
 INBOX_SCHEMA = (
     "DROP TABLE IF EXISTS loan_accounts, processed_messages",
     "CREATE TABLE loan_accounts (application_id integer NOT NULL, amount integer NOT NULL, message_id text NOT NULL)",
-    "CREATE TABLE processed_messages (message_id text PRIMARY KEY)",
+    inbox_table("text"),
 )
 
 

@@ -29,9 +29,10 @@ from idemlib.messages import Message
 from idemlib.provider import PaymentProvider
 from idemlib.sim import RunResult, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments
+from idemlib.trace import Event
 
 IN_PROGRESS, COMPLETED = "in progress", "completed"
-BACKED_OFF, TAKEN_OVER, CLAIM_LOST = "in progress: backed off", "deadline passed: taken over", "claim lost: left to the owner"
+BACKED_OFF, TAKEN_OVER, CLAIM_LOST = str(Event.BACKED_OFF), str(Event.TAKEN_OVER), str(Event.CLAIM_LOST)
 WAITED, STUCK, ROW_TWICE = "once, after a wait", "stuck, dead-lettered", "local row twice"
 """This lesson's outcomes beside charged once, twice and lost: charged once, but only after deliveries were
 refused as in progress; dead-lettered while the record still says in progress (nothing more happens until a

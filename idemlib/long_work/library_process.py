@@ -30,9 +30,11 @@ from aws_lambda_powertools.utilities.idempotency.persistence import datarecord a
 from aws_lambda_powertools.utilities.idempotency.persistence import redis as _redis_layer
 from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
 
+from idemlib.trace import Event
+
 EPOCH = 1_767_225_600.0
 """The wall-clock moment (2026-01-01 UTC) the library sees as the run's time 0."""
-RAISED = "raised"
+RAISED = str(Event.RAISED)
 """The trace event of a delivery whose function raised an error (the library deletes its record, then re-raises)."""
 
 

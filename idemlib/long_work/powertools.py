@@ -26,31 +26,59 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import forkserver
+from multiprocessing.connection import Connection
 from typing import Any
 
 import pandas as pd
 import redis
 from aws_lambda_powertools.shared.version import VERSION
 
-from idemlib.broker import Broker, Delivery
 from idemlib.clock import VirtualClock
 from idemlib.facts import load_facts
 from idemlib.faults import FaultPlan
-from idemlib.long_work.inprogress import BACKED_OFF, LEASE_SECONDS, MAX_DELIVERIES, outcome_of_effects, waited_leases
-# The child's side, re-exported here: the lesson reads the settings, the stand-in context and the child's source.
-from idemlib.long_work.library_process import (EPOCH, RAISED, PeerSettings, RemainingTime, consume_delivery,
-                                               expiry_hash, library_defaults)
-from idemlib.messages import Message
-from idemlib.servers import ready
-from idemlib.stores.cache import redis_unavailable, redis_url
-from idemlib.trace import Trace
+from idemlib.handlers import Context, Handler, Steps
+from idemlib.long_work.inprogress import (
+    BACKED_OFF,
+    LEASE_SECONDS,
+    MAX_DELIVERIES,
+    outcome_of_effects,
+    waited_leases,
+)
 
-__all__ = ["EPOCH", "MEASURED_VERSION", "PEER_STEPS", "POWERTOOLS_VERSION", "PeerRun", "PeerSettings", "RemainingTime",
-           "TIMED_OUT", "consume_delivery", "library_defaults", "powertools_ready", "run_powertools",
-           "start_fork_server"]
+# The child's side, re-exported here: the lesson reads the settings, the stand-in context and the child's source.
+from idemlib.long_work.library_process import (
+    EPOCH,
+    RAISED,
+    PeerSettings,
+    RemainingTime,
+    consume_delivery,
+    expiry_hash,
+    library_defaults,
+)
+from idemlib.messages import BadMessage, Message
+from idemlib.servers import ready
+from idemlib.sim import Engine, NoSession, RunAborted, Worker
+from idemlib.stores.cache import redis_unavailable, redis_url
+from idemlib.trace import Event
+
+__all__ = [
+    "EPOCH",
+    "MEASURED_VERSION",
+    "PEER_STEPS",
+    "POWERTOOLS_VERSION",
+    "TIMED_OUT",
+    "PeerRun",
+    "PeerSettings",
+    "RemainingTime",
+    "consume_delivery",
+    "library_defaults",
+    "powertools_ready",
+    "run_powertools",
+    "start_fork_server",
+]
 
 POWERTOOLS_VERSION = VERSION
 """The installed version of aws-lambda-powertools."""
@@ -60,8 +88,10 @@ PEER_STEPS = ("claim", "charge", "mark completed", "ack")
 STEP_TIMEOUT = 20.0
 """Wall seconds the parent waits for a child to reach its next step before giving up on it (a broken Redis,
 not a slow machine: no outcome depends on how long a child takes)."""
-TIMED_OUT = "stopped at its timeout"
+TIMED_OUT = str(Event.TIMED_OUT)
 """The trace event of an invocation that Lambda would stop: its time left ran out before its work was done."""
+DEFAULT_SETTINGS = PeerSettings()
+"""The library's settings when a run names none: its defaults, with no Lambda context."""
 _runs = itertools.count(1)
 _PROCESSES = multiprocessing.get_context("forkserver")
 # Children fork from a server process that has imported the library once, so each
@@ -113,7 +143,7 @@ class PeerRun:
                 "stopped": self.count(TIMED_OUT), "dead-lettered": len(self.dead_letters), "outcome": self.outcome}
 
 
-def run_powertools(messages: Iterable[Message], settings: PeerSettings = PeerSettings(), *,
+def run_powertools(messages: Iterable[Message], settings: PeerSettings = DEFAULT_SETTINGS, *,
                    faults: FaultPlan | None = None, lease: float = LEASE_SECONDS, max_deliveries: int = MAX_DELIVERIES,
                    consumers: int = 1, work_seconds: float = 0.0, raises: str | None = None) -> PeerRun:
     """Deliver ``messages`` to the library, one child process per delivery, until the queue is empty.
@@ -132,144 +162,142 @@ def run_powertools(messages: Iterable[Message], settings: PeerSettings = PeerSet
         raise ValueError(f"consumers must be 1 or 2 (consumer B only ever works while A waits), not {consumers}")
     if raises not in (None, *_RAISES):
         raise ValueError(f"raises must be None or one of {list(_RAISES)}, not {raises!r}")
-    clock = VirtualClock()
-    trace = Trace(clock)
-    broker = Broker(clock, trace, visibility_timeout=lease, max_deliveries=max_deliveries)
-    for message in messages:
-        broker.publish(message)
     client = redis.Redis.from_url(redis_url())
     prefix = f"idemlib-peer-{os.getpid()}-{threading.get_ident()}-{next(_runs)}"
-    run = _Run(broker, clock, trace, faults or FaultPlan(), settings, prefix, consumers, work_seconds, raises)
+    library = _Library(settings, prefix, work_seconds, raises)
+    engine = Engine(library, NoSession, faults=faults, visibility_timeout=lease, max_deliveries=max_deliveries,
+                    step_seconds=lambda step, now: library.charge_seconds if step == "charge" else 0.0)
+    engine.policy = _WhileAWorks(engine.clock)
+    engine.add_consumers(consumers)
+    engine.publish(messages)
     try:
-        while not broker.is_empty:
-            delivery = broker.receive("consumer A")
-            if delivery is None:
-                expiry = broker.next_lease_expiry()
-                if expiry is None:
-                    continue  # the receive just dead-lettered the last message
-                clock.advance_to(expiry)
-                continue
-            run.deliver(delivery)
+        engine.run()
         charges = [json.loads(raw) for raw in client.lrange(f"{prefix}:charges", 0, -1)]
-        records = _records_left(client, prefix, clock.now())
+        records = _records_left(client, prefix, engine.clock.now())
     finally:
         for key in client.scan_iter(match=f"{prefix}*", count=10_000):
             client.delete(key)
-    return PeerRun(messages, trace.to_frame(), charges, list(broker.dead_letters), lease, records, run.warnings)
+    return PeerRun(messages, engine.trace.to_frame(), charges, list(engine.broker.dead_letters), lease, records,
+                   library.warnings)
 
 
 _RAISES = {"before the charge": "raise before", "after the charge": "raise after"}
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _records_left(client: redis.Redis, prefix: str, now: float) -> pd.DataFrame:
     """The library's keys in Redis, each with its time to live on the run's clock (None: kept for ever)."""
-    expiries = {key.decode(): float(at) for key, at in client.hgetall(expiry_hash(prefix)).items()}
+    expiries = {_text(key): float(at) for key, at in client.hgetall(expiry_hash(prefix)).items()}
     rows = []
     # Large batches: a shared server may hold many other keys, and SCAN's default batch of 10 would take
     # a round trip per ten of them.
-    for key in sorted(k.decode() for k in client.scan_iter(match=f"{prefix}#*", count=10_000)):
+    for key in sorted(_text(k) for k in client.scan_iter(match=f"{prefix}#*", count=10_000)):
         at = expiries.get(key)
         rows.append((key.removeprefix(prefix), None if at is None else round(at - now, 3),
-                     (client.get(key) or b"").decode()))
+                     _text(client.get(key) or b"")))
     return pd.DataFrame(rows, columns=["key (after the run's prefix)", "seconds to live", "value"])
 
 
-@dataclass
-class _Run:
-    broker: Broker
-    clock: VirtualClock
-    trace: Trace
-    faults: FaultPlan
-    settings: PeerSettings
-    prefix: str
-    consumers: int
-    work_seconds: float
-    raises: str | None
-    warnings: list[str] = field(default_factory=list)
+class _WhileAWorks:
+    """Who moves: consumer A, except while A waits on its charge's work, when consumer B takes what the broker
+    hands out and finishes each before A moves again."""
 
-    def deliver(self, delivery: Delivery, *, rivals: bool = True) -> None:
-        """Hand one delivery to a fresh child process and play its steps, killing it where the plan says."""
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+
+    def choose(self, workers: Sequence[Worker]) -> Worker:
+        a, b = workers[0], workers[-1]
+        a_waits = a.busy and a.step == "charge" and max(b.ready_at, self.clock.now()) < a.ready_at
+        return b if b.busy or a_waits else a
+
+
+class _Library(Handler):
+    """The real library as a consumer on the simulator's engine: one child process per delivery, driven step by step.
+
+    The engine pauses the job before each step the child announces (a crash there
+    is a ``SIGKILL``), and the charge's step lasts ``work_seconds``, or until the
+    invocation's time runs out (then Lambda stops it, another ``SIGKILL``).
+    """
+
+    name = "Powertools"
+    steps = PEER_STEPS
+    restart_seconds = 0.0  # a new invocation starts at once
+
+    def __init__(self, settings: PeerSettings, prefix: str, work_seconds: float, raises: str | None) -> None:
+        self.settings, self.prefix, self.work_seconds, self.raises = settings, prefix, work_seconds, raises
+        self.charge_seconds = work_seconds
+        """How long the charge now pending lasts: read by the engine as the step's duration."""
+        self.warnings: list[str] = []
+
+    def run(self, ctx: Context) -> Steps:
+        delivery, label = ctx.delivery, ctx.delivery.message_id
         parent, child = _PROCESSES.Pipe()
-        event = {**delivery.message.body, **({"message_id": delivery.message.message_id} if delivery.message.message_id else {})}
-        started = self.clock.now()
-        process = _PROCESSES.Process(target=consume_delivery, args=(child, event, self.settings, self.prefix, redis_url(),
-                                                                    started), daemon=True)
-        process.start()
+        message = delivery.message
+        event = {**message.body, **({"message_id": message.message_id} if message.message_id else {})}
+        started = ctx.now()
+        process: Any = _PROCESSES.Process(target=consume_delivery, args=(child, event, self.settings, self.prefix,
+                                                                    redis_url(), started), daemon=True)
+        try:
+            process.start()
+        except Exception as error:  # the harness, not the delivery, failed: the run cannot go on
+            raise RunAborted(f"could not start the Powertools consumer for {label}: {error}") from error
         child.close()
-        actor, label = delivery.consumer, delivery.message_id
         try:
             while True:
-                if not parent.poll(STEP_TIMEOUT):
-                    raise RuntimeError(f"the Powertools consumer for {label} said nothing for {STEP_TIMEOUT} s; "
-                                       f"is Redis at {redis_url()} answering?")
-                try:
-                    kind, detail, said = parent.recv()
-                except EOFError:
-                    process.join(timeout=STEP_TIMEOUT)
-                    raise RuntimeError(f"the Powertools consumer for {label} ended without a word (exit code "
-                                       f"{process.exitcode}); run it by hand to see its error") from None
+                kind, detail, said = self._hear(parent, process, label)
                 if kind != "before":
                     break
-                if self.faults.crashes_before(detail, label, delivery.count):
-                    os.kill(process.pid, signal.SIGKILL)  # no cleanup, no finally: a real process death
-                    self.trace.record(actor, "crashed", label, delivery.count, f"before {detail}")
+                stopped = detail == "charge" and self._stopped_before_its_work_is_done(started, ctx.now())
+                try:
+                    yield detail
+                except GeneratorExit:  # the fault plan's crash: no cleanup, no finally, a real process death
+                    os.kill(process.pid, signal.SIGKILL)
+                    raise
+                if stopped:
+                    os.kill(process.pid, signal.SIGKILL)  # what Lambda does when an invocation's time is up
+                    ctx.record(delivery, TIMED_OUT, "before its charge")
                     return
-                action = "go"
-                if detail == "charge":
-                    if self.raises and delivery.count == 1:
-                        action = _RAISES[self.raises]
-                    if not self._work(started, rivals):
-                        os.kill(process.pid, signal.SIGKILL)  # what Lambda does when an invocation's time is up
-                        self.trace.record(actor, TIMED_OUT, label, delivery.count, "before its charge")
-                        return
-                parent.send((action, self.clock.now()))
+                first_charge = detail == "charge" and self.raises and delivery.count == 1
+                parent.send((_RAISES[self.raises] if first_charge and self.raises else "go", ctx.now()))
             self.warnings += [w for w in said if w not in self.warnings]
-            self._settle(delivery, kind, detail)
+            if kind == "refused":
+                ctx.record(delivery, BACKED_OFF, detail)  # raised: no ack, the lease runs out
+            elif kind == "rejected":
+                raise BadMessage(detail)  # the engine gives the message back
+            elif kind in (RAISED, "failed"):
+                ctx.record(delivery, kind, detail)  # an invocation error: no ack
+            else:
+                ctx.record(delivery, Event.STEP, detail)
+                ctx.ack()
         finally:
             process.join(timeout=STEP_TIMEOUT)
             parent.close()
 
-    def _work(self, started: float, rivals: bool) -> bool:
-        """Let ``work_seconds`` pass while the child waits at its charge; False if its invocation's time runs out first.
-
-        Meanwhile consumer B (with two consumers, and when this is not B's own
-        delivery) takes whatever the broker hands out, and works it to its end.
-        """
-        end = self.clock.now() + self.work_seconds
+    def _stopped_before_its_work_is_done(self, started: float, now: float) -> bool:
+        """Set how long the charge's work lasts; True when the invocation's time runs out first."""
+        self.charge_seconds = self.work_seconds
         if self.settings.stopped_at_timeout and self.settings.time_left is not None:
             stop = started + self.settings.time_left
-            if stop < end:
-                self._wait(stop, rivals)
-                return False
-        self._wait(end, rivals)
-        return True
+            if stop < now + self.work_seconds:
+                self.charge_seconds = max(0.0, stop - now)
+                return True
+        return False
 
-    def _wait(self, until: float, rivals: bool) -> None:
-        while rivals and self.consumers > 1 and self.clock.now() < until:
-            rival = self.broker.receive("consumer B")
-            if rival is not None:
-                self.deliver(rival, rivals=False)
-                continue
-            expiry = self.broker.next_lease_expiry()
-            if expiry is None or expiry > until:
-                break
-            self.clock.advance_to(expiry)
-        self.clock.advance_to(max(until, self.clock.now()))
-
-    def _settle(self, delivery: Delivery, kind: str, detail: str) -> None:
-        actor, label = delivery.consumer, delivery.message_id
-        if kind == "refused":
-            self.trace.record(actor, BACKED_OFF, label, delivery.count, detail)  # raised: no ack, the lease runs out
-        elif kind == "rejected":
-            self.trace.record(actor, "rejected", label, delivery.count, detail)
-            self.broker.release(delivery, detail)
-        elif kind in (RAISED, "failed"):
-            self.trace.record(actor, kind, label, delivery.count, detail)  # an invocation error: no ack
-        elif self.faults.loses_ack(label, delivery.count):
-            self.trace.record(actor, "ack lost", label, delivery.count)
-        else:
-            self.trace.record(actor, "step", label, delivery.count, detail)
-            self.broker.ack(delivery)
+    @staticmethod
+    def _hear(parent: Connection, process: Any, label: str) -> tuple[str, str, list[str]]:
+        if not parent.poll(STEP_TIMEOUT):
+            raise RunAborted(f"the Powertools consumer for {label} said nothing for {STEP_TIMEOUT} s; "
+                             f"is Redis at {redis_url()} answering?")
+        try:
+            kind, detail, said = parent.recv()
+        except EOFError:
+            process.join(timeout=STEP_TIMEOUT)
+            raise RunAborted(f"the Powertools consumer for {label} ended without a word (exit code "
+                             f"{process.exitcode}); run it by hand to see its error") from None
+        return str(kind), str(detail), list(said)
 
 
 def powertools_ready() -> bool:

@@ -21,21 +21,19 @@ poison message does not sink its batch.
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 
-from idemlib.broker import Broker, Delivery
-from idemlib.clock import VirtualClock
-from idemlib.faults import Crash, FaultPlan, LostAck
-from idemlib.messages import BadMessage, Charge, Message, parse_charge
-from idemlib.sim import RunResult
-from idemlib.stores import PaymentsSession, SqlPayments, WriteConflict
-from idemlib.trace import Trace
+from idemlib.explore import every_schedule, fault_points, play_schedule
+from idemlib.faults import FaultPlan
+from idemlib.handlers import Context, Handler, Steps
+from idemlib.messages import Charge, Message, parse_charge
+from idemlib.sim import Durations, Engine, Policy, RunResult
+from idemlib.stores import PaymentsSession, SqlPayments
+from idemlib.trace import Event
 
 # One statement per write, in each engine's way of passing a whole list as one parameter:
 # DuckDB and PostgreSQL take arrays and unnest them, SQLite reads a JSON array with json_each.
@@ -85,157 +83,62 @@ class BatchSession(PaymentsSession):
             self._run(_INSERT_PAYMENTS[self._engine], (orders, amounts, ids))
 
 
-@dataclass
-class BatchConsumer:
-    """One consumer process running the batched inbox, one step at a time.
+class BatchConsumer(Handler):
+    """The batched inbox as a consumer on the simulator's engine: up to ``batch_size`` deliveries per job.
 
-    ``take`` leases a batch; each ``advance`` does the pending step and pauses
-    before the next, so a crash (from the fault plan) or a rival can come in between.
+    The engine leases the batch, gives back any message the consumer cannot read,
+    and pauses before each step, so a crash (from the fault plan, drawn for the
+    batch's first delivery) or a rival can come in between.
     """
 
-    name: str
-    database: SqlPayments
-    broker: Broker
-    trace: Trace
-    faults: FaultPlan = field(default_factory=FaultPlan)
-    session: BatchSession = field(init=False)
-    deliveries: list[Delivery] = field(default_factory=list)
-    step: str | None = None
-    _job: Iterator[str] | None = None
+    name = "batched inbox"
+    steps = STEPS
 
-    def __post_init__(self) -> None:
-        self.session = BatchSession(self.database)
+    def __init__(self, batch_size: int = 100) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.batch_size = batch_size
 
-    @property
-    def busy(self) -> bool:
-        return self._job is not None
+    def run(self, ctx: Context) -> Steps:
+        assert isinstance(ctx.db, BatchSession), "run the batched inbox on BatchSession sessions (see batch_engine)"
+        return self._run(ctx, ctx.db, {d.message_id: parse_charge(d.message) for d in ctx.deliveries})
 
-    def take(self, batch_size: int) -> bool:
-        """Lease up to ``batch_size`` deliveries and start on them; False when none is available."""
-        taken: list[Delivery] = []
-        while len(taken) < batch_size and (delivery := self.broker.receive(self.name)) is not None:
-            taken.append(delivery)
-        charges = {}
-        for delivery in taken:
-            try:
-                charges[delivery.message_id] = parse_charge(delivery.message)
-            except BadMessage as error:
-                self._record("rejected", delivery, str(error))
-                self.broker.release(delivery, str(error))
-        self.deliveries = [d for d in taken if d.message_id in charges]
-        if not self.deliveries:
-            return bool(taken)
-        self._job = self._run(charges)
-        self._pause_before(next(self._job))
-        return True
-
-    def advance(self) -> None:
-        """Do the pending step, then stop before the next one (or finish, crash, or give the batch back)."""
-        assert self._job is not None, "take a batch first"
-        try:
-            upcoming = next(self._job, None)
-        except WriteConflict as error:
-            self.session.rollback()
-            for delivery in self.deliveries:
-                self._record("conflict", delivery, str(error))
-                self.broker.release(delivery, str(error))
-            return self._end()
-        if upcoming is None:
-            return self._end()
-        self._pause_before(upcoming)
-
-    def _pause_before(self, upcoming: str) -> None:
-        assert self._job is not None
-        first = self.deliveries[0]
-        if self.faults.crashes_before(upcoming, first.message_id, first.count):
-            was_open = self.session.in_transaction
-            self.session.rollback()
-            self._record("crashed", first, f"before {upcoming} (batch of {len(self.deliveries)})")
-            if was_open:
-                self._record("rolled back", first)
-            self._job.close()
-            self.session = BatchSession(self.database)  # the restarted process connects again
-            return self._end()
-        self.step = upcoming
-
-    def _run(self, charges: dict[str, Charge]) -> Iterator[str]:
+    def _run(self, ctx: Context, db: BatchSession, charges: dict[str, Charge]) -> Steps:
         yield "begin"
-        self.session.begin()
+        db.begin()
         yield "record ids"
-        new = self.session.record_messages(list(charges))
+        new = db.record_messages(list(charges))
         yield "charge new"
-        self.session.charge_many([(c.order_id, c.amount, mid) for mid, c in charges.items() if mid in new])
-        for delivery in self.deliveries:
+        db.charge_many([(c.order_id, c.amount, mid) for mid, c in charges.items() if mid in new])
+        for delivery in ctx.deliveries:
             if delivery.message_id not in new:
-                self._record("duplicate skipped", delivery)
+                ctx.record(delivery, "duplicate skipped", "")
         yield "commit"
-        self.session.commit()
+        db.commit()
         yield "ack all"
-        # Drawing a lost ack costs a random generator per delivery; a plan that loses none skips the draws.
-        may_lose = bool(self.faults.lost_acks) or self.faults.ack_loss_rate > 0
-        for delivery in self.deliveries:
-            if may_lose and self.faults.loses_ack(delivery.message_id, delivery.count):
-                self._record("ack lost", delivery)
-            else:
-                self.broker.ack(delivery)
+        ctx.ack()  # each delivery of the batch; the engine says which acks the fault plan loses
 
-    def _record(self, event: str, delivery: Delivery, detail: str = "") -> None:
-        self.trace.record(self.name, event, delivery.message_id, delivery.count, detail)
-
-    def _end(self) -> None:
-        self._job, self.step, self.deliveries = None, None, []
+    def crash_detail(self, step: str, ctx: Context) -> str:
+        return f"before {step} (batch of {len(ctx.deliveries)})"
 
 
-def setup_queue(database: SqlPayments, messages: Sequence[Message], lease_seconds: float,
-           max_deliveries: int) -> tuple[VirtualClock, Trace, Broker]:
-    """A fresh clock, trace and broker with ``messages`` published on it, for batched consumers to work."""
-    clock = VirtualClock()
-    trace = Trace(clock)
-    broker = Broker(clock, trace, visibility_timeout=lease_seconds, max_deliveries=max_deliveries)
-    for message in messages:
-        broker.publish(message)
-    return clock, trace, broker
-
-
-def _result(messages: Sequence[Message], database: SqlPayments, clock: VirtualClock, trace: Trace,
-            broker: Broker) -> RunResult:
-    return RunResult(list(messages), trace.to_frame(), database.payments(), list(broker.dead_letters), clock.now())
-
-
-def drain(consumer: BatchConsumer, clock: VirtualClock, batch_size: int) -> None:
-    """Let ``consumer`` work the queue until it is empty, waiting out leases when nothing is available."""
-    broker = consumer.broker
-    while not broker.is_empty:
-        if not consumer.take(batch_size):
-            if broker.is_empty:
-                break  # the last message was dead-lettered as the consumer looked
-            expiry = broker.next_lease_expiry()
-            if expiry is None:
-                raise RuntimeError("messages are stored but none is leased or ready: the broker lost track of them")
-            clock.advance_to(expiry)
-            continue
-        while consumer.busy:
-            clock.advance(1.0)
-            consumer.advance()
+def batch_engine(database: SqlPayments, batch_size: int, *, faults: FaultPlan | None = None,
+                 lease_seconds: float = 30.0, max_deliveries: int = 5, policy: Policy | None = None,
+                 step_seconds: Durations | None = None) -> Engine:
+    """The simulator's engine set up with the batched inbox on ``database``; add consumers and messages, then run."""
+    return Engine(BatchConsumer(batch_size), lambda: BatchSession(database), faults=faults, policy=policy,
+                  visibility_timeout=lease_seconds, max_deliveries=max_deliveries, step_seconds=step_seconds)
 
 
 def consume(database: SqlPayments, messages: Sequence[Message], *, batch_size: int = 100,
             faults: FaultPlan | None = None, lease_seconds: float = 30.0, max_deliveries: int = 5) -> RunResult:
     """Publish ``messages`` and let one batched-inbox consumer work the queue until it is empty."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    clock, trace, broker = setup_queue(database, messages, lease_seconds, max_deliveries)
-    drain(BatchConsumer("consumer A", database, broker, trace, faults or FaultPlan()), clock, batch_size)
-    return _result(messages, database, clock, trace, broker)
-
-
-def fault_points() -> list[tuple[str, FaultPlan]]:
-    """Every single fault that can strike a batch's first delivery: a crash before each step, or lost acks."""
-    points = [("no fault", FaultPlan())]
-    # A crash is drawn for the batch's first message, and it takes the whole batch down with it.
-    points += [(f"crash before {step}", FaultPlan(crashes=[Crash(step)])) for step in STEPS]
-    points.append(("every ack lost once", FaultPlan(lost_acks=[LostAck()])))
-    return points
+    engine = batch_engine(database, batch_size, faults=faults, lease_seconds=lease_seconds,
+                          max_deliveries=max_deliveries)
+    engine.add_consumers(1)
+    engine.publish(messages)
+    engine.run()
+    return engine.result(list(messages), database.payments())
 
 
 def crash_matrix(make_database: Callable[[], SqlPayments], messages: Sequence[Message],
@@ -246,7 +149,7 @@ def crash_matrix(make_database: Callable[[], SqlPayments], messages: Sequence[Me
     dollars charged against what is owed.
     """
     rows = []
-    for fault, plan in fault_points():
+    for fault, plan in fault_points(BatchConsumer(batch_size)):
         result = consume(make_database(), messages, batch_size=batch_size, faults=plan)
         outcomes = result.outcomes().value_counts()
         rows.append((fault, *(int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice")),
@@ -264,31 +167,15 @@ def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size
     redelivered until the queue is empty. ``database`` is emptied before each
     schedule. One row per distinct interleaving, with how each message ended.
     """
-    steps = len(STEPS)
     seen: dict[tuple[str, ...], tuple[int, int, int, int]] = {}
-    for a_turns in itertools.combinations(range(2 * steps), steps):
+    consumer = BatchConsumer(batch_size)
+    for schedule in every_schedule(len(STEPS)):
         database.empty()
-        clock, trace, broker = setup_queue(database, messages, 30.0, 10)
-        a = BatchConsumer("consumer A", database, broker, trace)
-        a.take(batch_size)
-        clock.advance(broker.visibility_timeout)  # A's leases run out before B takes its batch
-        b = BatchConsumer("consumer B", database, broker, trace)
-        b.take(batch_size)
-        taken = []
-        for turn in range(2 * steps):
-            mover = a if turn in a_turns else b
-            if not mover.busy:
-                mover = b if mover is a else a
-            if not mover.busy:
-                break
-            taken.append(f"{mover.name[-1]}:{mover.step}")
-            mover.advance()
-        drain(a, clock, batch_size)
-        result = _result(messages, database, clock, trace, broker)
+        engine, taken = play_schedule(consumer, lambda: BatchSession(database), messages, schedule, max_deliveries=10)
+        result = engine.result(list(messages), database.payments())
         outcomes = result.outcomes().value_counts()
-        conflicts = int((result.trace["event"] == "conflict").sum())
-        seen.setdefault(tuple(taken), (*(int(outcomes.get(name, 0)) for name in
-                                         ("charged once", "charge lost", "charged twice")), conflicts))
+        once, lost, twice = (int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice"))
+        seen.setdefault(taken, (once, lost, twice, engine.trace.count(Event.CONFLICT)))
     rows = [(" → ".join(taken), *counts) for taken, counts in seen.items()]
     return pd.DataFrame(rows, columns=["interleaving", "charged once", "charge lost", "charged twice",
                                        "conflicting deliveries"])

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-SCHEMA = """
+from idemlib.stores.sql import inbox_table
+
+SCHEMA = f"""
     DROP TABLE IF EXISTS payments, processed_messages;
     CREATE TABLE payments (order_id integer NOT NULL, amount integer NOT NULL, message_id text NOT NULL);
-    CREATE TABLE processed_messages (message_id text PRIMARY KEY)
+    {inbox_table("text")}
 """
 
 

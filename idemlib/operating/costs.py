@@ -7,6 +7,7 @@ them, taken in the same run on the same messages, are what carries over.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,13 +15,13 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from idemlib.operating.batch import RECORD_IDS, BatchConsumer, BatchSession, drain, setup_queue
 from idemlib.explore import cost_per_message
 from idemlib.handlers import Handler, InboxHandler, NaiveHandler
 from idemlib.messages import Message, parse_charge
+from idemlib.operating.batch import RECORD_IDS, BatchSession, batch_engine
 from idemlib.sim import simulate
 from idemlib.stores import PaymentsDatabase, SqlPayments
-from idemlib.stores.sql import Cursor
+from idemlib.stores.sql import Cursor, inbox_table
 
 
 def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages: list[Message],
@@ -36,8 +37,8 @@ def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages:
     rows = []
     for engine, make in engines.items():
         setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]] = {
-            "naive": lambda make=make: (NaiveHandler(), make()),
-            "inbox": lambda make=make: (InboxHandler(), make()),
+            "naive": functools.partial(_pair, NaiveHandler, make),
+            "inbox": functools.partial(_pair, InboxHandler, make),
         }
         measured = [cost_per_message(setups, messages, repeats=repeats) for _ in range(rounds)]
         ratios = [costs["inbox"] / costs["naive"] for costs in measured]
@@ -66,7 +67,7 @@ def record_ids_duckdb(stored: Sequence[int] = (0, 100_000), new_ids: int = 1000,
         # One inbox per size, filled once: each timed insert is rolled back, so every run meets the same inbox,
         # and the two statements take turns, so a busy moment of the machine falls on both alike.
         database = duckdb.connect(":memory:", config={"threads": 1})
-        database.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
+        database.execute(inbox_table())
         database.execute("INSERT INTO processed_messages SELECT 'm-old-' || range FROM range(?)", (size,))
         for _ in range(repeats):
             for name, statement in statements.items():
@@ -99,6 +100,15 @@ class CountingCursor:
         return self._cursor.fetchall()
 
 
+def _pair(handler: Callable[[], Handler], make: Callable[[], PaymentsDatabase]) -> tuple[Handler, PaymentsDatabase]:
+    return handler(), make()
+
+
+def _counting(connect: Callable[[], Cursor], counts: dict[str, int]) -> Callable[[], CountingCursor]:
+    """A ``connect`` whose cursors count the statements they run into ``counts``."""
+    return lambda: CountingCursor(connect(), counts)
+
+
 def statements_per_message(make: Callable[[], SqlPayments], messages: list[Message]) -> pd.DataFrame:
     """How many statements of each kind the naive consumer and the inbox send per message (no faults)."""
     table = {}
@@ -106,7 +116,7 @@ def statements_per_message(make: Callable[[], SqlPayments], messages: list[Messa
         counts: dict[str, int] = {}
         database = make()
         original = database.connect
-        database.connect = lambda: CountingCursor(original(), counts)  # type: ignore[method-assign]
+        database.connect = _counting(original, counts)  # type: ignore[method-assign]
         simulate(handler, messages, database=database)
         table[handler.name] = {kind: n / len(messages) for kind, n in counts.items()}
     return pd.DataFrame(table).fillna(0.0).rename_axis("statement")
@@ -134,9 +144,11 @@ def bulk_insert(database: SqlPayments, messages: Sequence[Message], batch_size: 
 
 def _consumer_seconds(database: SqlPayments, messages: Sequence[Message], batch_size: int) -> float:
     # The messages are published before the clock starts: publishing is the producer's work.
-    clock, trace, broker = setup_queue(database, messages, 30.0, 5)
+    engine = batch_engine(database, batch_size)
+    engine.add_consumers(1)
+    engine.publish(messages)
     started = time.perf_counter()
-    drain(BatchConsumer("consumer A", database, broker, trace), clock, batch_size)
+    engine.run()
     return time.perf_counter() - started
 
 
@@ -166,9 +178,10 @@ def batch_throughput(engines: dict[str, Callable[[], SqlPayments]], messages: li
     for engine, make in engines.items():
         database = make()
         for size in batch_sizes:
-            consumer = _best(database, lambda db, size=size: _consumer_seconds(db, messages, size), repeats)
-            alone = _best(database, lambda db, size=size: bulk_insert(db, messages, size, inbox=True), repeats)
-            raw = _best(database, lambda db, size=size: bulk_insert(db, messages, size), repeats)
+            consumer = _best(database, functools.partial(_consumer_seconds, messages=messages, batch_size=size), repeats)
+            alone = _best(database, functools.partial(bulk_insert, messages=messages, batch_size=size, inbox=True),
+                          repeats)
+            raw = _best(database, functools.partial(bulk_insert, messages=messages, batch_size=size), repeats)
             rows.append((engine, size, *(len(messages) / seconds for seconds in (consumer, alone, raw))))
     frame = pd.DataFrame(rows, columns=["engine", "batch size", "batched inbox consumer (msg/s)",
                                         "inbox transactions alone (msg/s)", "raw bulk insert (rows/s)"])

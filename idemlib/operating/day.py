@@ -3,8 +3,8 @@
 :func:`~idemlib.sim.simulate` publishes its whole stream at time zero and gives
 every step a fixed duration, which suits a lesson about one message. Watching a
 consumer in operation needs two more things: messages that arrive over the day,
-and a handler whose speed changes while it runs. This module adds them and
-otherwise reuses the simulator's own consumers, broker and trace, so every
+and a handler whose speed changes while it runs. This module gives the
+simulator's engine both (arrivals, and step durations as a function of time), so every
 delivery, lease expiry, skip and ack is recorded as in any other run.
 
 Two things can go wrong from a given moment:
@@ -21,18 +21,14 @@ Two things can go wrong from a given moment:
 from __future__ import annotations
 
 import random
-from collections import deque
 from dataclasses import dataclass
 
-from idemlib.broker import Broker
-from idemlib.clock import VirtualClock
 from idemlib.faults import FaultPlan, LostAck
 from idemlib.handlers import Handler, InboxHandler
 from idemlib.messages import Message
-from idemlib.sim import DEFAULT_STEP_SECONDS, RunResult, _advance, _Consumer, _start
+from idemlib.sim import DEFAULT_STEP_SECONDS, Engine, RunResult
 from idemlib.stores import PaymentsDatabase
 from idemlib.stores.keyvalue import KeyValuePayments
-from idemlib.trace import Trace
 
 DAY_SECONDS = 24 * 3600
 NOON = 12 * 3600
@@ -65,6 +61,8 @@ class Day:
     storm_until: float | None = None
     storm_ack_loss: float = 0.3
     seed: int = 11
+    per_copy: bool = False
+    """Draw the background lost acks per copy on the queue rather than per message ID (see :class:`FaultPlan`)."""
 
     def __post_init__(self) -> None:
         if self.messages < 1 or self.consumers < 1:
@@ -86,7 +84,7 @@ class Day:
             rng = random.Random(f"{self.seed}|storm")
             storm = [LostAck(message_id=message.label) for moment, message in arrivals
                      if self.storm_from <= moment < self.storm_until and rng.random() < self.storm_ack_loss]
-        return FaultPlan(lost_acks=storm, ack_loss_rate=self.ack_loss, seed=self.seed)
+        return FaultPlan(lost_acks=storm, ack_loss_rate=self.ack_loss, seed=self.seed, per_copy=self.per_copy)
 
     def step_seconds(self, step: str, now: float) -> float:
         """How long ``step`` takes when it starts at ``now``."""
@@ -102,41 +100,16 @@ def run_day(day: Day, handler: Handler | None = None, database: PaymentsDatabase
     settle duplicates and races as DuckDB's do (the tests compare the two traces) at
     a fraction of the cost, so a whole day of messages runs in about a second.
 
-    The scheduler is the simulator's: the consumer due soonest moves next, and a
+    The run is the simulator's engine: the consumer due soonest moves next, and a
     message is published when the clock reaches its arrival time. An idle consumer
     sleeps until the next arrival, the next lease expiry or a rival's next move.
     """
     handler = handler or InboxHandler()
     database = database or KeyValuePayments()
     arrivals = day.arrivals()
-    faults = day.faults(arrivals)
-    clock = VirtualClock()
-    trace = Trace(clock)
-    broker = Broker(clock, trace, visibility_timeout=day.lease_seconds, max_deliveries=10)
-    waiting = deque(arrivals)
-    workers = [_Consumer(f"consumer {chr(ord('A') + i)}", database.session(), turn=i) for i in range(day.consumers)]
-    turns = len(workers)
-
-    while waiting or not broker.is_empty or any(w.job is not None for w in workers):
-        worker = min(workers, key=lambda w: (w.ready_at, w.turn))
-        while waiting and waiting[0][0] <= worker.ready_at:
-            moment, message = waiting.popleft()
-            clock.advance_to(moment)
-            broker.publish(message)
-        clock.advance_to(worker.ready_at)
-        if worker.job is None and not _start(worker, handler, broker, faults, trace):
-            wakes = [w.ready_at for w in workers if w is not worker and w.job is not None]
-            wakes += [t for t in (broker.next_lease_expiry(), waiting[0][0] if waiting else None) if t is not None]
-            worker.ready_at = min(wakes, default=float("inf"))
-            worker.turn, turns = turns, turns + 1
-            if worker.ready_at <= clock.now():
-                worker.ready_at = clock.now() + DEFAULT_STEP_SECONDS  # a rival is mid-step: look again shortly
-            continue
-        away = _advance(worker, faults, broker, trace, database)
-        worker.ready_at = clock.now() + (day.step_seconds(worker.step, clock.now()) if worker.step else away)
-        worker.turn, turns = turns, turns + 1
-
-    for worker in workers:
-        worker.session.rollback()
-    messages = [message for _, message in arrivals]
-    return RunResult(messages, trace.to_frame(), database.payments(), list(broker.dead_letters), clock.now())
+    engine = Engine(handler, database.session, faults=day.faults(arrivals), step_seconds=day.step_seconds,
+                    visibility_timeout=day.lease_seconds, max_deliveries=10)
+    engine.add_consumers(day.consumers)
+    engine.arrive(arrivals)
+    engine.run()
+    return engine.result([message for _, message in arrivals], database.payments())

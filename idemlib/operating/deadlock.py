@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import psycopg
 
+from idemlib.stores.sql import inbox_table
+
 INSERT_ID = "INSERT INTO processed_messages (message_id) VALUES (%s) ON CONFLICT DO NOTHING"
 
 
@@ -70,7 +72,7 @@ def overlapping_batches(connect: Callable[[], psycopg.Connection], batches: dict
     observer = connect()
     observer.autocommit = True
     observer.execute("DROP TABLE IF EXISTS processed_messages")
-    observer.execute("CREATE TABLE processed_messages (message_id text PRIMARY KEY)")
+    observer.execute(inbox_table("text"))
     consumers = [_Consumer(name, connect(), ids) for name, ids in batches.items()]
     deadline = time.monotonic() + timeout
     try:

@@ -5,8 +5,10 @@ state, each consumer with its steps, the rows in the payments database (written,
 committed or rolled back), the provider's stored idempotency keys, the ack on its
 way back, and the total charged against what is owed. Everything is derived from
 the trace (and, when the run is given, its messages and its provider), so any run
-the course makes can be drawn, including events this module has never heard of:
-those keep their own words.
+the course makes can be drawn, including events this module draws no picture for
+(another topic's, such as a claim lost): those keep their own words. An event that
+is not in the course's vocabulary (:class:`~idemlib.trace.Event`: a misspelt name)
+is refused, never drawn as a status.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pandas as pd
 
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider
+from idemlib.trace import Event
 
 STEP_WORDS = {
     "begin": "opens a transaction",
@@ -27,9 +30,9 @@ STEP_WORDS = {
     "commit": "commits",
     "call provider": "calls the payment provider",
 }
-STEP_DONE = {"step", "charged", "committed"}
+STEP_DONE = {Event.STEP, Event.CHARGED, Event.COMMITTED}
 """Events that mark the end of a consumer's step; the step's name is in ``detail``."""
-ROLLBACKS = {"rolled back", "conflict", "rejected", "provider failed", "response lost", "failed"}
+ROLLBACKS = {Event.ROLLED_BACK, Event.CONFLICT, Event.REJECTED, Event.PROVIDER_FAILED, Event.RESPONSE_LOST, Event.FAILED}
 """Events after which the consumer's open transaction is gone, its writes undone."""
 UNWRITTEN_STEPS = {"begin", "commit", "ack"}
 """Steps a duplicate still does; every other step left after ``duplicate skipped`` is skipped."""
@@ -39,24 +42,24 @@ def describe(row: pd.Series) -> str:
     """One trace event as a sentence in the course's vocabulary."""
     who, mid, n, detail = row["actor"], row["message_id"], row["delivery"], row["detail"]
     sentences = {
-        "published": f"{mid} is published and waits on the queue.",
-        "delivered": f"The broker delivers {mid} to {who} (delivery {n}{', a redelivery' if n > 1 else ''}) and starts its lease.",
-        "step": f"{who} {STEP_WORDS.get(detail, detail)}.",
-        "charged": f"{who} {STEP_WORDS['charge']}.",
-        "committed": f"{who} commits: what it wrote is now permanent.",
-        "acked": f"{who}'s ack reaches the broker, which removes {mid} for good.",
-        "ack lost": f"{who} sends the ack for {mid}, but it is lost on the way. The broker still holds the message.",
-        "lease expired": f"The lease on {mid} runs out with no ack, so the broker will deliver it again.",
-        "crashed": f"{who} crashes {detail}. No ack is sent.",
-        "rolled back": f"The database rolls back {who}'s open transaction.",
-        "duplicate skipped": f"{who} finds {mid} already in processed_messages: a duplicate, so it skips the charge.",
-        "conflict": f"{who}'s write loses a race: {detail}",
-        "rejected": f"{who} cannot handle {mid}: {detail}",
-        "dead-lettered": f"The broker moves {mid} to the dead-letter queue after {n} deliveries.",
-        "provider answered": f"The payment provider answers {who}'s call for {mid}: {detail}.",
-        "provider failed": f"{who}'s call to the provider fails: {detail}",
-        "response lost": f"{who} gets no answer from the provider for {mid}, so it gives the message back.",
-        "failed": f"{who}'s step fails: {detail}",
+        Event.PUBLISHED: f"{mid} is published and waits on the queue.",
+        Event.DELIVERED: f"The broker delivers {mid} to {who} (delivery {n}{', a redelivery' if n > 1 else ''}) and starts its lease.",
+        Event.STEP: f"{who} {STEP_WORDS.get(detail, detail)}.",
+        Event.CHARGED: f"{who} {STEP_WORDS['charge']}.",
+        Event.COMMITTED: f"{who} commits: what it wrote is now permanent.",
+        Event.ACKED: f"{who}'s ack reaches the broker, which removes {mid} for good.",
+        Event.ACK_LOST: f"{who} sends the ack for {mid}, but it is lost on the way. The broker still holds the message.",
+        Event.LEASE_EXPIRED: f"The lease on {mid} runs out with no ack, so the broker will deliver it again.",
+        Event.CRASHED: f"{who} crashes {detail}. No ack is sent.",
+        Event.ROLLED_BACK: f"The database rolls back {who}'s open transaction.",
+        Event.DUPLICATE_SKIPPED: f"{who} finds {mid} already in processed_messages: a duplicate, so it skips the charge.",
+        Event.CONFLICT: f"{who}'s write loses a race: {detail}",
+        Event.REJECTED: f"{who} cannot handle {mid}: {detail}",
+        Event.DEAD_LETTERED: f"The broker moves {mid} to the dead-letter queue after {n} deliveries.",
+        Event.PROVIDER_ANSWERED: f"The payment provider answers {who}'s call for {mid}: {detail}.",
+        Event.PROVIDER_FAILED: f"{who}'s call to the provider fails: {detail}",
+        Event.RESPONSE_LOST: f"{who} gets no answer from the provider for {mid}, so it gives the message back.",
+        Event.FAILED: f"{who}'s step fails: {detail}",
     }
     return sentences.get(row["event"], f"{who}: {row['event']} {detail}".strip())
 
@@ -166,10 +169,10 @@ def steps_of(trace: pd.DataFrame) -> tuple[str, ...]:
     """The handler's steps in order, as the trace shows them across all deliveries (ack included)."""
     order: list[str] = []
     for _, delivery in trace[trace["delivery"] > 0].groupby(["actor", "message_id", "delivery"], sort=False):
-        previous = None
+        previous: str | None = None
         for event, detail in zip(delivery["event"], delivery["detail"]):
-            name = (detail if event in STEP_DONE else "ack" if event in ("acked", "ack lost")
-                    else detail.removeprefix("before ") if event == "crashed" else None)
+            name = (detail if event in STEP_DONE else "ack" if event in (Event.ACKED, Event.ACK_LOST)
+                    else detail.removeprefix("before ") if event == Event.CRASHED else None)
             if not name:
                 continue
             if name not in order:
@@ -248,15 +251,18 @@ def scenes_of(
     charge_ids = [c["id"] for c in provider.charges] if provider is not None else []
     owed_ids = list(dict.fromkeys(m.label for m in messages)) if messages else []
     scenes = []
+    unknown = sorted(set(trace["event"]) - set(Event))
+    if unknown:
+        raise ValueError(f"no trace event {unknown[0]!r}; the events are {[str(e) for e in Event]}")
     for number, (_, row) in enumerate(trace.iterrows()):
         who, mid, event, detail, n = row["actor"], row["message_id"], row["event"], str(row["detail"]), int(row["delivery"])
         # Undone rows show for one frame, or two when the simulator also records the rollback itself.
         world.rows = [replace(r, new=False) for r in world.rows
-                      if r.state != "undone" or (event == "rolled back" and r.writer == who)]
+                      if r.state != "undone" or (event == Event.ROLLED_BACK and r.writer == who)]
         world.keys = [replace(k, used="stored") for k in world.keys]
         _apply(world, row, who, mid, event, detail, n, key_of_charge, charge_ids)
         _reconcile(world, int(row["total charged"]), who, mid)
-        if not messages and event == "published" and mid not in owed_ids:
+        if not messages and event == Event.PUBLISHED and mid not in owed_ids:
             owed_ids.append(mid)
         # A message with no valid amount owes nothing; one whose amount was never seen leaves the sum unknown.
         owed = [amounts.get(m, (None, None))[1] or (0 if messages else None) for m in owed_ids]
@@ -265,8 +271,8 @@ def scenes_of(
             tuple(_with_lease_left(e, world, float(row["time"])) for e in world.queue),
             tuple(world.consumers.values()), tuple(world.rows), int(row["total charged"]),
             None if None in owed else sum(a for a in owed if a is not None),
-            tuple(world.keys) if provider is not None or "provider answered" in set(trace["event"]) else None,
-            world.charges_made, world.card_charged, event if event in ("acked", "ack lost") else None, len(trace),
+            tuple(world.keys) if provider is not None or Event.PROVIDER_ANSWERED in set(trace["event"]) else None,
+            world.charges_made, world.card_charged, event if event in (Event.ACKED, Event.ACK_LOST) else None, len(trace),
         ))
     return scenes
 
@@ -287,9 +293,9 @@ def _reconcile(world: _World, total: int, who: str, mid: str) -> None:
 def _lease_seconds(trace: pd.DataFrame) -> float | None:
     delivered: dict[str, float] = {}
     for time, event, mid in zip(trace["time"], trace["event"], trace["message_id"]):
-        if event == "delivered":
+        if event == Event.DELIVERED:
             delivered[mid] = time
-        elif event == "lease expired" and mid in delivered:
+        elif event == Event.LEASE_EXPIRED and mid in delivered:
             return float(time - delivered[mid])
     return None
 
@@ -303,32 +309,32 @@ def _with_lease_left(entry: QueueEntry, world: _World, now: float) -> QueueEntry
 def _apply(world: _World, row: pd.Series, who: str, mid: str, event: str, detail: str, n: int,
            key_of_charge: dict[str, str], charge_ids: list[str]) -> None:
     """Move the world on by one event."""
-    if event == "published":
+    if event == Event.PUBLISHED:
         world.queue.append(QueueEntry(mid))
-    elif event == "delivered":
+    elif event == Event.DELIVERED:
         index = world.entry(mid, "waiting")
         if index is not None:
             world.queue[index] = QueueEntry(mid, "leased", who, deliveries=n, leased_at=float(row["time"]))
         world.consumers[who] = ConsumerView(who, mid, n, tuple(Step(s) for s in world.steps), status="working")
         world.skipping.discard(who)
-    elif event == "lease expired":
+    elif event == Event.LEASE_EXPIRED:
         index = world.entry(mid, "leased")
         if index is not None:
             world.queue[index] = replace(world.queue[index], state="waiting", holder=None)
         for name, consumer in world.consumers.items():  # a slow consumer works on, not knowing
             if consumer.message_id == mid and consumer.delivery == n and consumer.status == "working":
                 world.consumers[name] = replace(consumer, status="working on; its lease ran out")
-    elif event == "acked":
+    elif event == Event.ACKED:
         index = world.entry(mid, "leased", holder=who)
         index = world.entry(mid, "leased", "waiting") if index is None else index
         if index is not None:
             world.queue[index] = replace(world.queue[index], state="acked", holder=None)
         world.set_step(who, "ack", "done")
         world.consumers[who] = replace(world.consumers[who], status="acked after its work")
-    elif event == "ack lost":
+    elif event == Event.ACK_LOST:
         world.set_step(who, "ack", "done")
         world.consumers[who] = replace(world.consumers[who], status="its ack was lost")
-    elif event == "dead-lettered":
+    elif event == Event.DEAD_LETTERED:
         index = world.entry(mid, "waiting", "leased")
         if index is not None:
             world.queue[index] = replace(world.queue[index], state="dead-lettered", holder=None, deliveries=n)
@@ -340,30 +346,30 @@ def _apply(world: _World, row: pd.Series, who: str, mid: str, event: str, detail
             world.write("processed_messages" if detail == "record id" else "payments", who, mid)
         if detail == "commit":
             world.end_transaction(who, "committed")
-    elif event == "duplicate skipped":
+    elif event == Event.DUPLICATE_SKIPPED:
         world.skipping.add(who)
-        consumer = world.consumers.get(who)
-        if consumer:
+        skipper = world.consumers.get(who)
+        if skipper:
             # The duplicate shows during the step in progress (the first not yet done); the writes after it are skipped.
             doing = world.next_step(who)
-            world.consumers[who] = replace(consumer, status="duplicate: skips the work", current=doing, steps=tuple(
+            world.consumers[who] = replace(skipper, status="duplicate: skips the work", current=doing, steps=tuple(
                 replace(s, state="skipped") if s.state == "todo" and s.name not in UNWRITTEN_STEPS and s.name != doing
-                else s for s in consumer.steps))
-    elif event == "crashed":
+                else s for s in skipper.steps))
+    elif event == Event.CRASHED:
         world.set_step(who, detail.removeprefix("before "), "crashed")
         # The process is dead; its open transaction is undone by the "rolled back" that follows.
         world.consumers[who] = replace(world.consumers[who], status="crashed: restarting")
     elif event in ROLLBACKS:
         failing = world.next_step(who)
-        if failing and event != "rolled back":
+        if failing and event != Event.ROLLED_BACK:
             world.set_step(who, failing, "failed")
-        if who in world.consumers and event != "rolled back":
+        if who in world.consumers and event != Event.ROLLED_BACK:
             world.consumers[who] = replace(world.consumers[who], status=f"{event}: gives the message back")
         world.end_transaction(who, "undone")
         index = world.entry(mid, "leased", holder=who)
-        if index is not None and event != "rolled back":  # a failed consumer releases its lease at once
+        if index is not None and event != Event.ROLLED_BACK:  # a failed consumer releases its lease at once
             world.queue[index] = replace(world.queue[index], state="waiting", holder=None)
-    elif event == "provider answered":
+    elif event == Event.PROVIDER_ANSWERED:
         # The answer arrives inside the call step, which ends with its own "step" event (or fails).
         if who in world.consumers:
             world.consumers[who] = replace(world.consumers[who], current="call provider")

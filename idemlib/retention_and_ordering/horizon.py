@@ -20,6 +20,7 @@ import pandas as pd
 
 from idemlib.facts import fact_seconds, load_facts
 from idemlib.retention_and_ordering.pruning import scratch_schema
+from idemlib.stores.sql import inbox_table
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -102,8 +103,7 @@ class DatedInbox:
 
     def __init__(self, path: str = ":memory:") -> None:
         self.db = duckdb.connect(path, config={"threads": 1})
-        self.db.execute("CREATE TABLE IF NOT EXISTS processed_messages (message_id VARCHAR PRIMARY KEY, "
-                        "processed_at DOUBLE NOT NULL)")
+        self.db.execute(inbox_table(also="processed_at DOUBLE NOT NULL", if_not_exists=True))
         self.db.execute("CREATE TABLE IF NOT EXISTS payments (message_id VARCHAR, amount INTEGER)")
 
     def handle(self, message_id: str, amount: int, now: float) -> bool:
@@ -206,7 +206,7 @@ def table_growth(messages_per_day: int, days: int, retention_days: int | None = 
     folder = tempfile.mkdtemp(prefix="idemlib-growth-")
     path = os.path.join(folder, "inbox.duckdb")
     duck = duckdb.connect(path, config={"threads": 1})
-    create = "CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY, processed_on INTEGER NOT NULL)"
+    create = inbox_table(also="processed_on INTEGER NOT NULL")
     duck.execute(create)
     pg = _PostgresGrowth(postgres_url, create) if postgres_url else None
     rows = []

@@ -14,15 +14,16 @@ in-process model of one (:mod:`idemlib.retention_and_ordering.ordered_log`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import pandas as pd
 
+from idemlib.faults import Crash, FaultPlan
 from idemlib.retention_and_ordering.jetstream_log import JetStreamLog
 from idemlib.retention_and_ordering.ordered_log import MemoryLog, OrderedLog, Record
 from idemlib.servers import NATS, available
+from idemlib.stores.sql import inbox_table
 
 STEPS = ("fetch", "begin", "read offset", "apply", "store offset", "commit", "ack")
 """The offset consumer's steps for one record; a crash can strike before any of them."""
@@ -49,7 +50,7 @@ class Projection:
         self.db.execute("CREATE TABLE totals (order_id INTEGER PRIMARY KEY, paid INTEGER NOT NULL)")
         self.db.execute("CREATE TABLE applications (seq BIGINT, subject VARCHAR, message_id VARCHAR)")
         self.db.execute("CREATE TABLE offsets (part VARCHAR PRIMARY KEY, last_seq BIGINT NOT NULL)")
-        self.db.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
+        self.db.execute(inbox_table())
         self.session = self.db.cursor()
 
     def restart(self) -> None:
@@ -66,27 +67,22 @@ class Projection:
 
     def times_applied(self, message_id: str) -> int:
         """How many times the effect of message ``message_id`` was committed, whatever records carried it."""
-        count = self.db.execute("SELECT count(*) FROM applications WHERE message_id = ?", [message_id]).fetchone()
-        return int(count[0])
+        count = self.db.execute("SELECT count(*) FROM applications WHERE message_id = ?", [message_id]).fetchall()
+        return int(count[0][0])
 
     def totals(self) -> dict[int, int]:
         return dict(self.db.execute("SELECT order_id, paid FROM totals ORDER BY order_id").fetchall())
 
 
-@dataclass(frozen=True)
-class CrashAt:
-    """Kill the consumer just before ``step`` of the first delivery of record ``seq``."""
-
-    step: str
-    seq: int
-
-    def __post_init__(self) -> None:
-        if self.step not in STEPS:
-            raise ValueError(f"no step {self.step!r}; the offset consumer's steps are {STEPS}")
+def CrashAt(step: str, seq: int) -> FaultPlan:
+    """A fault plan that kills the offset consumer just before ``step`` of the first delivery of record ``seq``."""
+    if step not in STEPS:
+        raise ValueError(f"no step {step!r}; the offset consumer's steps are {STEPS}")
+    return FaultPlan(crashes=[Crash(step, 1, copy=seq)])
 
 
 def consume(log: OrderedLog, projection: Projection, consumer: str = "payments", *, subject: str | None = None,
-            part: str | None = None, use_offset: bool = True, use_ids: bool = False, crash: CrashAt | None = None,
+            part: str | None = None, use_offset: bool = True, use_ids: bool = False, crash: FaultPlan | None = None,
             max_in_flight: int = 1, max_restarts: int = 5) -> int:
     """Run the offset consumer until its subscription has every record acked; returns how many times it crashed.
 
@@ -96,11 +92,22 @@ def consume(log: OrderedLog, projection: Projection, consumer: str = "payments",
     With ``use_offset=False`` it applies every delivery: the consumer with no memory.
     With ``use_ids`` it also records each message's ID in the same transaction and
     skips the effect of a message whose ID it has applied before, whatever its sequence.
-    ``max_in_flight`` is the durable consumer's ``max_ack_pending``.
+    ``max_in_flight`` is the durable consumer's ``max_ack_pending``. ``crash`` is the
+    run's fault plan (:func:`CrashAt` builds one). It sees a record as a copy on the
+    queue: its stream sequence is the copy's position, its ``message_id`` (else
+    ``seq N``) the message's, and its deliveries are counted by this consumer; before
+    a ``fetch``, the record expected next is the one it strikes.
     """
     part = part or subject or "all"
+    faults = crash or FaultPlan()
+    deliveries: dict[int, int] = {}  # per sequence: how many times this consumer fetched it (or died fetching it)
+
+    def crashes_before(step: str, seq: int, record: Record | None) -> bool:
+        count = deliveries.get(seq, 0) + (step == "fetch")
+        message_id = record.data.get("message_id") if record is not None else None
+        return faults.crashes_before(step, str(message_id or f"seq {seq}"), count, seq)
+
     crashes = 0
-    pending = crash
     while crashes <= max_restarts:
         subscription = log.subscribe(consumer, subject, max_in_flight)
         previous = 0  # the sequence this process handled last
@@ -108,20 +115,21 @@ def consume(log: OrderedLog, projection: Projection, consumer: str = "payments",
             while not subscription.done():
                 record: Record | None = None
                 for step in STEPS:
-                    if pending is not None and step == pending.step and (
-                            record.seq == pending.seq if record is not None else previous == pending.seq - 1):
+                    if crashes_before(step, record.seq if record is not None else previous + 1, record):
+                        if record is None:
+                            deliveries[previous + 1] = deliveries.get(previous + 1, 0) + 1
                         raise _Crash
                     if step == "fetch":
                         record = subscription.fetch()
                         if record is None:
                             break
-                    elif not apply_step(step, record, projection, part, use_offset, use_ids):
+                        deliveries[record.seq] = deliveries.get(record.seq, 0) + 1
+                    elif record is not None and not apply_step(step, record, projection, part, use_offset, use_ids):
                         break
                 previous = record.seq if record is not None else previous
             return crashes
         except _Crash:
             crashes += 1
-            pending = None
             projection.restart()
         finally:
             subscription.close()
@@ -218,7 +226,7 @@ def shared_offset_run(make_log: Callable[[], OrderedLog], *, shared: bool) -> pd
 
 
 def rebuild_projection(make_log: Callable[[], OrderedLog], events: tuple[tuple[str, dict[str, Any]], ...],
-                       crash: CrashAt) -> pd.DataFrame:
+                       crash: FaultPlan) -> pd.DataFrame:
     """Build the totals live, then rebuild them from the log with a fresh consumer that crashes once on the way.
 
     The rebuild starts from an empty output and the stream's first record; its offset

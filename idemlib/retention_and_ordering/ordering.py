@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from idemlib.stores.sql import Cursor
+from idemlib.stores.sql import Cursor, inbox_table
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class OrderTable:
         self.existing = existing
         self.db = duckdb.connect(":memory:", config={"threads": 1})
         self.db.execute("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, status VARCHAR, version INTEGER)")
-        self.db.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY)")
+        self.db.execute(inbox_table())
 
     def reset(self) -> None:
         self.db.execute("DELETE FROM orders")

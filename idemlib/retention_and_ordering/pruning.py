@@ -25,6 +25,7 @@ import pandas as pd
 import psycopg
 
 from idemlib.stores.postgres_store import postgres_url
+from idemlib.stores.sql import inbox_table
 
 _runs = itertools.count(1)
 
@@ -373,7 +374,7 @@ def duckdb_delete_behaviour(rows: int = 200_000) -> pd.DataFrame:
         steps.append((what, count, round(os.path.getsize(path) / 1e6, 2)))
 
     try:
-        db.execute("CREATE TABLE processed_messages (message_id VARCHAR PRIMARY KEY, processed_on INTEGER)")
+        db.execute(inbox_table(also="processed_on INTEGER"))
         db.execute(f"INSERT INTO processed_messages SELECT md5(CAST(n AS VARCHAR)), n * 10 // {rows} "
                    f"FROM range({rows}) t(n)")
         db.execute("CHECKPOINT")

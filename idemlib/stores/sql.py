@@ -13,6 +13,16 @@ import pandas as pd
 
 from idemlib.messages import BadMessage
 
+
+def inbox_table(id_type: str = "VARCHAR", *, also: str = "", if_not_exists: bool = False) -> str:
+    """The inbox's CREATE TABLE: ``processed_messages``, keyed by the message ID, the unique key that turns a
+    duplicate's insert into zero rows. ``id_type`` is the engine's text type; ``also`` adds columns (a fingerprint,
+    the day it was processed). Every inbox of the course is made by it; :data:`SCHEMA` keeps its own laid-out copy,
+    which lesson 02 prints, and a test holds the two to the same statement."""
+    exists, more = ("IF NOT EXISTS " if if_not_exists else ""), (f", {also}" if also else "")
+    return f"CREATE TABLE {exists}processed_messages (message_id {id_type} PRIMARY KEY{more})"
+
+
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS payments (
            order_id   INTEGER NOT NULL,
