@@ -1,8 +1,12 @@
-"""Two deliveries of one message at once, on PostgreSQL: the first paused before a chosen step while the second runs.
+"""Two deliveries of one message at once, on PostgreSQL or a SQLite file: the first paused before a chosen step while
+the second runs.
 
-Whether the second waits for a lock the paused first one holds is read from the server
-(``pg_stat_activity``), never guessed from a timeout, so a busy machine gives the same
-interleaving as an idle one.
+Whether the second waits for a lock the paused first one holds is read, never guessed from a
+timeout, so a busy machine gives the same interleaving as an idle one: on PostgreSQL from the
+server (``pg_stat_activity``); on SQLite, whose waits no view shows, each connection of the race
+has a busy timeout of 0, so a statement finding the database locked fails at once, and the
+watched connection turns that into a wait for the first delivery to end, then runs the statement
+again, as SQLite's own busy timeout would (the model's rule: SQLite retries for up to its timeout).
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any,
     (the message itself by default).
     """
     copy = message if second is None else second
-    first, second = Watch(pause_at=pause_before), Watch()
+    first = Watch(pause_at=pause_before)
+    second = Watch(beside=first)
     if watches is not None:
         watches += [first, second]
     outcomes: dict[int, BaseException | None] = {}
@@ -83,10 +88,13 @@ def _session_state(watch: Watch, connect: Callable[[], Connection]) -> str | Non
 
 
 def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Callable[[], Connection]) -> bool:
-    """Wait for ``thread``'s delivery to end (False) or to wait for a lock (True; PostgreSQL only)."""
+    """Wait for ``thread``'s delivery to end (False) or to wait for a lock the first delivery holds (True): on
+    PostgreSQL as the server says, on SQLite as the delivery's own locked statement says."""
     monitor = connect()
     try:
         while thread.is_alive():
+            if watch.waiting.is_set():  # SQLite: its statement found the first one's lock (see Watch.run)
+                return True
             if (pid := backend_pid(watch.connection)) is not None:
                 row = monitor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
                 monitor.rollback()

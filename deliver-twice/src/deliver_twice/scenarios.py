@@ -17,8 +17,9 @@ again under every scenario that makes duplicates, each from the same starting st
   it ``yield``s (write it as a generator to name steps the database does not see);
 - the connection lost before each step on every first delivery (an error the consumer
   may catch: one that catches it and acknowledges anyway loses the message);
-- on PostgreSQL, two deliveries of the same message at once: the first paused before
-  each of its steps in turn while the second runs (until it ends or waits for a lock).
+- on PostgreSQL or a SQLite file, two deliveries of the same message at once: the first
+  paused before each of its steps in turn while the second runs (until it ends or waits
+  for a lock the first holds).
 
 Each delivery ends without a commit of the helper's, as a process's does when it dies
 (its open transaction is lost); the session is then reset (on PostgreSQL as
@@ -185,10 +186,21 @@ def _at_once(step: int) -> Callable[..., None]:
     return play
 
 
-def _on_postgres(connect: Sessions) -> bool:
+def _why_no_race(connect: Sessions) -> str | None:
+    """Why two deliveries at once cannot be played on this database; None when they can (PostgreSQL, a SQLite file)."""
     connection = connect()
     try:
-        return type(connection).__module__.startswith("psycopg")
+        driver = type(connection).__module__
+        if driver.startswith("psycopg"):
+            return None
+        if driver == "sqlite3":
+            files = [row[2] for row in connection.execute("PRAGMA database_list").fetchall() if row[1] == "main"]
+            if files and files[0]:
+                return None
+            return ("two deliveries at once: this SQLite database is in memory, which each connection sees alone; "
+                    "give connect= a database file, e.g. functools.partial(sqlite3.connect, tmp_path / 'test.db')")
+        return (f"two deliveries at once: played on PostgreSQL and SQLite files, where the test can tell when the "
+                f"second delivery waits for the first one's lock, not on {driver}; test the consumer there too")
     finally:
         connect.give_back(connection)
 
@@ -307,12 +319,12 @@ def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset
     plays += [(f"connection lost before step {k} of {len(names)}: {names[k - 1]} (an error the consumer can catch)",
                "error", _crash_before(k, error=True)) for k in range(1, len(names) + 1)]
     report = Report()
-    if consumer.call(lambda: _on_postgres(connect), "opening a connection"):
+    no_race = consumer.call(lambda: _why_no_race(connect), "opening a connection")
+    if no_race is None:
         plays += [(f"two at once, one paused before step {k}: {names[k - 1]}", "race", _at_once(k))
                   for k in range(1, len(names) + 1)]
     else:
-        report.not_played.append("two deliveries at once: played on PostgreSQL only, where the server says when "
-                                 "the second delivery waits for the first one's lock; test the consumer there too")
+        report.not_played.append(no_race)
     if len(messages) == 1:
         report.not_played.append("a late duplicate and a replay in reverse order: they need two messages or more")
     for name, family, play in plays:

@@ -15,6 +15,7 @@ one more place to crash.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Generator
 from typing import Any
@@ -63,8 +64,16 @@ class Watch:
     """
 
     def __init__(self, *, crash_at: int | None = None, fail_at: int | None = None,
-                 pause_at: int | None = None) -> None:
+                 pause_at: int | None = None, beside: Watch | None = None) -> None:
         self.crash_at, self.fail_at, self.pause_at = crash_at, fail_at, pause_at
+        self.beside = beside
+        """The delivery this one runs beside in a race: on SQLite a statement of this one that finds the database
+        locked waits for that one to end, then runs again, as SQLite's busy timeout would let it."""
+        self.racing = beside is not None or pause_at is not None
+        self.waiting = threading.Event()
+        """Set when this delivery waits for the lock the delivery beside it holds (SQLite; PostgreSQL says so itself)."""
+        self.finished = threading.Event()
+        """Set once the delivery has ended and its connection is rolled back and given back: its locks are gone."""
         self.lost = False
         self.steps: list[str] = []
         self.dead = False
@@ -96,6 +105,21 @@ class Watch:
             if self.dead:
                 raise Crashed(f"the test gave up while this delivery waited before {name}")
 
+    def run(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Make one call on the real connection; in a race on SQLite, a call finding the database locked by the
+        delivery beside waits for that one to end (no timeout: the race reads the wait, never guesses it) and runs
+        again."""
+        try:
+            return call(*args, **kwargs)
+        except Exception as error:
+            if self.beside is None or not _sqlite_locked(error):
+                raise
+        self.waiting.set()
+        while not self.beside.finished.wait(0.01):
+            if self.dead:  # the test gave up on this race
+                raise Crashed("the test gave up while this delivery waited for the database lock")
+        return call(*args, **kwargs)
+
     def resume(self) -> None:
         """Let a consumer waiting at ``pause_at`` go on."""
         self._go.set()
@@ -109,6 +133,10 @@ class Watch:
         """The test gives up on this delivery: its next step dies (a held one is let go, to die at once)."""
         self.dead = True
         self._go.set()
+
+
+def _sqlite_locked(error: BaseException) -> bool:
+    return type(error).__module__ == "sqlite3" and "locked" in str(error)
 
 
 class _Transparent:
@@ -141,12 +169,12 @@ class WatchedCursor(_Transparent):
 
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
-        result = self._cursor.execute(query, *args, **kwargs)
+        result = self._watch.run(self._cursor.execute, query, *args, **kwargs)
         return self if result is self._cursor else result
 
     def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
-        return self._cursor.executemany(query, *args, **kwargs)
+        return self._watch.run(self._cursor.executemany, query, *args, **kwargs)
 
     def __iter__(self) -> Any:
         return iter(self._cursor)
@@ -209,25 +237,25 @@ class WatchedConnection(_Transparent):
 
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
-        result = self._connection.execute(query, *args, **kwargs)
+        result = self._watch.run(self._connection.execute, query, *args, **kwargs)
         # DuckDB's execute returns the connection itself; psycopg's and sqlite3's a cursor.
         return self if result is self._connection else WatchedCursor(result, self._watch)
 
     def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
-        return self._connection.executemany(query, *args, **kwargs)
+        return self._watch.run(self._connection.executemany, query, *args, **kwargs)
 
     def executescript(self, script: str) -> Any:
         """sqlite3's several statements in one call: one step."""
         self._watch.step(describe(script))
-        return self._connection.executescript(script)
+        return self._watch.run(self._connection.executescript, script)
 
     def cursor(self, *args: Any, **kwargs: Any) -> WatchedCursor:
         return WatchedCursor(self._connection.cursor(*args, **kwargs), self._watch)
 
     def commit(self) -> None:
         self._watch.step("COMMIT")
-        self._connection.commit()
+        self._watch.run(self._connection.commit)
 
     def transaction(self, *args: Any, **kwargs: Any) -> _Block:
         return _Block(self._connection.transaction(*args, **kwargs), self._watch)
@@ -272,6 +300,7 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
     connection = connect()
     watch.connection = connection
     watched = WatchedConnection(connection, watch)
+    busy = _no_busy_wait(connection) if watch.racing else None
     try:
         if ack:
             def acknowledge() -> None:
@@ -296,7 +325,21 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
         except Exception:  # noqa: BLE001 - closed by the consumer, or broken: give_back replaces it
             pass
         watched.restore()
+        if busy is not None:
+            with contextlib.suppress(Exception):  # closed by the consumer: nothing to put back
+                connection.execute(f"PRAGMA busy_timeout = {busy}")
         getattr(connect, "give_back", close_connection)(connection)
+        watch.finished.set()
+
+
+def _no_busy_wait(connection: Connection) -> int | None:
+    """On SQLite, make a locked database an immediate error (which :meth:`Watch.run` turns into a wait for the
+    delivery beside) instead of SQLite's own wait of up to its busy timeout; returns the timeout to put back."""
+    if type(connection).__module__ != "sqlite3":
+        return None
+    timeout = int(connection.execute("PRAGMA busy_timeout").fetchone()[0])
+    connection.execute("PRAGMA busy_timeout = 0")
+    return timeout
 
 
 def _run_steps(steps: Generator[Any, None, Any], watch: Watch) -> None:
@@ -334,11 +377,16 @@ class Sessions:
         self._connect = connect
         self._idle: list[Connection] = []
         self._lent: dict[int, Connection] = {}
+        self._home: int | None = None
+        """The thread of the first call (the consumer's): SQLite refuses a connection in any other thread, so the
+        connections a race opens in threads of its own are closed when given back, not kept."""
 
     def __call__(self) -> Connection:
-        try:
+        if self._home is None:
+            self._home = threading.get_ident()
+        if self._idle and threading.get_ident() == self._home:
             connection = self._idle.pop()
-        except IndexError:
+        else:
             connection = self._connect()
         self._lent[id(connection)] = connection
         return connection
@@ -346,6 +394,9 @@ class Sessions:
     def give_back(self, connection: Connection) -> None:
         """Roll ``connection`` back and keep it for the next delivery; close it if it cannot be reset."""
         self._lent.pop(id(connection), None)
+        if threading.get_ident() != self._home:
+            close_connection(connection)  # a race's thread: this session ends with it
+            return
         try:
             connection.rollback()
             if type(connection).__module__.startswith("psycopg"):
