@@ -46,9 +46,9 @@ def pg_inbox(connection: Any, message: dict[str, Any]) -> None:
 
 def test_a_psycopg_consumer_repeating_statements_over_24_messages_passes_every_scenario(postgres_schema):
     report = assert_idempotent(pg_inbox, MESSAGES, connect=postgres_schema.connect, reset=pg_reset)
-    # Five steps (the inbox insert, three line inserts, the commit): four plain orders, five crashes, five lost
-    # connections, five races.
-    assert report.passed and len(report) == 4 + 5 + 5 + 5
+    # Five steps (the inbox insert, three line inserts, the commit): four plain orders, a restart, five crashes,
+    # five lost connections, five races.
+    assert report.passed and len(report) == 4 + 1 + 5 + 5 + 5
     assert sum(row.scenario.startswith("two at once") for row in report) == 5
 
 

@@ -95,3 +95,36 @@ def test_an_in_memory_database_is_reported_as_not_raced_saying_why(tmp_path):
     assert report.not_played == ["two deliveries at once: this SQLite database is in memory, which each connection "
                                  "sees alone; give connect= a database file, e.g. functools.partial(sqlite3.connect, "
                                  "tmp_path / 'test.db')"]
+
+
+def test_a_restart_empties_a_module_level_memory_and_catches_it_where_no_overlap_is_played(tmp_path):
+    from restart_consumers import consumer, remembers_after_commit
+
+    memory = functools.partial(sqlite3.connect, ":memory:")  # no race on an in-memory database: only the restart
+    report = idempotency_report(remembers_after_commit, MESSAGES[:2], connect=memory, reset=reset)
+    assert [row.scenario for row in report.failed()] == [
+        "every message, then the consumer restarts (its memory empty) and every message comes again"]
+    assert report.failed()[0].differs == "table payments: extra [('m-0', 10), ('m-1', 11)]"
+    assert "memory in the process is gone after a restart" in report.failed()[0].fix
+    # Remembering before the work: a crash restarts the process, so the redelivery pays; the lost connection
+    # does not, so that one process skips its own redelivery and the payment is missing.
+    report = idempotency_report(consumer.handle, MESSAGES[:2], connect=database(tmp_path), reset=reset)
+    failed = {row.scenario.split(":")[0] for row in report.failed()}
+    assert failed == {"every message, then the consumer restarts (its memory empty) and every message comes again",
+                      "connection lost before step 1 of 2", "connection lost before step 2 of 2",
+                      "two at once, one paused before step 1", "two at once, one paused before step 2"}, failed
+    assert not any(row.scenario.startswith("crash") for row in report.failed()), "a crash empties the memory"
+
+
+def test_a_closure_keeps_its_memory_and_the_report_says_a_restart_was_not_played(tmp_path):
+    seen: set[str] = set()
+
+    def closure(connection: sqlite3.Connection, message: dict[str, Any]) -> None:
+        if message["message_id"] not in seen:
+            inbox(connection, message)
+
+    report = idempotency_report(closure, MESSAGES[:2], connect=database(tmp_path), reset=reset)
+    assert report.not_played == [
+        "a restart that empties the consumer's memory: 'test_a_closure_keeps_its_memory_and_the_report_says_a_restart_"
+        "was_not_played.<locals>.closure' is not a global of its module (a closure, a lambda, an object made in a "
+        "test), so a restart keeps its memory in Python: define it at module level (in the crash scenarios too)"]

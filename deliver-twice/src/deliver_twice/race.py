@@ -34,7 +34,8 @@ class Race:
 
 
 def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any, pause_before: int,
-                watches: list[Watch] | None = None, *, ack: bool = False, second: Any = None) -> Race:
+                watches: list[Watch] | None = None, *, ack: bool = False, second: Any = None,
+                beside: Handle | None = None) -> Race:
     """Deliver ``message`` twice at once: the first delivery waits before its ``pause_before``-th step, the second
     runs until it ends or waits for a lock, then the first goes on.
 
@@ -43,7 +44,8 @@ def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any,
     delivery that neither ends nor waits for a lock keeps this waiting: a caller that must
     not hang runs it in a thread of its own and passes ``watches``, which gets both
     deliveries' :class:`Watch` to say where each stands. ``second``: the copy the second delivery gets
-    (the message itself by default).
+    (the message itself by default); ``beside``: the consumer that makes the second delivery (another process's,
+    with memory of its own; ``handle`` by default).
     """
     copy = message if second is None else second
     first = Watch(pause_at=pause_before)
@@ -54,9 +56,10 @@ def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any,
 
     def start(number: int, watch: Watch) -> threading.Thread:
         handed = message if number == 1 else copy
+        consumer = handle if number == 1 or beside is None else beside
 
         def run() -> None:
-            outcomes[number] = deliver(handle, connect, handed, watch, ack=ack)
+            outcomes[number] = deliver(consumer, connect, handed, watch, ack=ack)
 
         # A daemon: a delivery blocked for good must not keep the test process from ending.
         thread = threading.Thread(target=run, daemon=True)

@@ -16,9 +16,12 @@ one more place to crash.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 from collections.abc import Callable, Generator
 from typing import Any
+
+from deliver_twice.asynchronous import is_async, settle, then
 
 Connection = Any
 """A DB-API connection: psycopg, sqlite3 or DuckDB (anything with ``execute``, ``cursor``, ``commit``)."""
@@ -170,6 +173,8 @@ class WatchedCursor(_Transparent):
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
         result = self._watch.run(self._cursor.execute, query, *args, **kwargs)
+        if inspect.isawaitable(result):  # psycopg's AsyncCursor returns itself once awaited
+            return then(result, lambda done: self if done is self._cursor else done)
         return self if result is self._cursor else result
 
     def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
@@ -205,6 +210,18 @@ class _Block:
                 raise
         return self._block.__exit__(kind, error, trace)
 
+    async def __aenter__(self) -> Any:
+        return await self._block.__aenter__()
+
+    async def __aexit__(self, kind: Any, error: Any, trace: Any) -> Any:
+        if kind is None:
+            try:
+                self._watch.step("COMMIT")
+            except (Crashed, StepFailed) as stop:
+                await self._block.__aexit__(type(stop), stop, None)
+                raise
+        return await self._block.__aexit__(kind, error, trace)
+
 
 class WatchedConnection(_Transparent):
     """A DB-API connection whose statements and commits are the steps a test can crash or pause before.
@@ -238,8 +255,23 @@ class WatchedConnection(_Transparent):
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
         result = self._watch.run(self._connection.execute, query, *args, **kwargs)
+        if inspect.isawaitable(result):  # psycopg's AsyncConnection: a cursor once awaited; asyncpg: a status
+            return then(result, lambda done: done if isinstance(done, str) else WatchedCursor(done, self._watch))
         # DuckDB's execute returns the connection itself; psycopg's and sqlite3's a cursor.
         return self if result is self._connection else WatchedCursor(result, self._watch)
+
+    def fetch(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        """asyncpg's statements that return rows: each a step."""
+        self._watch.step(describe(query))
+        return self._connection.fetch(query, *args, **kwargs)
+
+    def fetchrow(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self._watch.step(describe(query))
+        return self._connection.fetchrow(query, *args, **kwargs)
+
+    def fetchval(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self._watch.step(describe(query))
+        return self._connection.fetchval(query, *args, **kwargs)
 
     def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
@@ -253,9 +285,9 @@ class WatchedConnection(_Transparent):
     def cursor(self, *args: Any, **kwargs: Any) -> WatchedCursor:
         return WatchedCursor(self._connection.cursor(*args, **kwargs), self._watch)
 
-    def commit(self) -> None:
+    def commit(self) -> Any:
         self._watch.step("COMMIT")
-        self._watch.run(self._connection.commit)
+        return self._watch.run(self._connection.commit)  # a coroutine on an async connection, for it to await
 
     def transaction(self, *args: Any, **kwargs: Any) -> _Block:
         return _Block(self._connection.transaction(*args, **kwargs), self._watch)
@@ -297,7 +329,7 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
     ``connect`` takes it back instead, reset as a new session would be.
     """
     watch.thread = threading.get_ident()
-    connection = connect()
+    connection = settle(connect())
     watch.connection = connection
     watched = WatchedConnection(connection, watch)
     busy = _no_busy_wait(connection) if watch.racing else None
@@ -311,6 +343,8 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
             outcome = handle(watched, message)
         if isinstance(outcome, Generator):
             _run_steps(outcome, watch)
+        elif inspect.isawaitable(outcome):
+            settle(outcome)  # an async consumer, awaited here to its end
         if ack and not watch.acked:
             return NotAcknowledged("the consumer returned without calling ack()")
         return None
@@ -320,10 +354,8 @@ def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, wat
         return error
     finally:
         watch.ended = True
-        try:
-            connection.rollback()  # the process ended: what it left open is lost
-        except Exception:  # noqa: BLE001 - closed by the consumer, or broken: give_back replaces it
-            pass
+        with contextlib.suppress(Exception):  # closed by the consumer, or broken (or asyncpg): give_back ends it
+            settle(connection.rollback())  # the process ended: what it left open is lost
         watched.restore()
         if busy is not None:
             with contextlib.suppress(Exception):  # closed by the consumer: nothing to put back
@@ -354,10 +386,8 @@ def _run_steps(steps: Generator[Any, None, Any], watch: Watch) -> None:
 def close_connection(connection: Connection) -> None:
     """Roll back and close, as a process ending does; a connection already closed or broken is left as it is."""
     for end in ("rollback", "close"):
-        try:
-            getattr(connection, end)()
-        except Exception:  # noqa: BLE001 - a connection a consumer closed itself, or one already broken
-            pass
+        with contextlib.suppress(Exception):  # a connection a consumer closed itself, or one already broken
+            settle(getattr(connection, end)())
 
 
 RESET_SESSION = ("CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
@@ -387,15 +417,17 @@ class Sessions:
         if self._idle and threading.get_ident() == self._home:
             connection = self._idle.pop()
         else:
-            connection = self._connect()
+            connection = settle(self._connect())
         self._lent[id(connection)] = connection
         return connection
 
     def give_back(self, connection: Connection) -> None:
         """Roll ``connection`` back and keep it for the next delivery; close it if it cannot be reset."""
         self._lent.pop(id(connection), None)
-        if threading.get_ident() != self._home:
-            close_connection(connection)  # a race's thread: this session ends with it
+        if threading.get_ident() != self._home or is_async(connection):
+            # A race's thread: this session ends with it. An async one: closed rather than reset (asyncpg keeps no
+            # transaction state a rollback can end, and a new connection costs an async consumer's test little).
+            close_connection(connection)
             return
         try:
             connection.rollback()
