@@ -12,7 +12,9 @@ from psycopg.rows import dict_row
 
 from deliver_twice import NotIdempotent, assert_idempotent, idempotency_report
 from deliver_twice.scenarios import suite_time_limit
-from deliver_twice.steps import Sessions, Watch, deliver
+from deliver_twice.delivery import deliver
+from deliver_twice.sessions import Sessions
+from deliver_twice.steps import Watch
 
 pytest_plugins = ["pytester", "idemlib.operating.pytest_plugin"]
 

@@ -50,7 +50,7 @@ def test_on_a_sqlite_file_two_deliveries_at_once_catch_a_check_then_insert_and_p
 
 def test_the_second_delivery_waits_for_the_lock_of_the_paused_first_and_runs_once_it_has_ended(tmp_path):
     from deliver_twice.race import two_at_once
-    from deliver_twice.steps import Sessions
+    from deliver_twice.sessions import Sessions
 
     connect = database(tmp_path)
     setup = connect()

@@ -27,7 +27,7 @@ def isolated(folder: Path, code: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in ``python -S`` with only ``folder`` and the project on the path."""
     prelude = f"import sys; sys.path[:0] = [{str(folder)!r}, {str(PROJECT)!r}]; "
     return subprocess.run([sys.executable, "-S", "-c", prelude + code], capture_output=True, text=True,
-                          cwd=PROJECT, timeout=600)
+                          cwd=PROJECT, timeout=600, check=False)
 
 
 def main(folder: Path) -> dict[str, object]:

@@ -13,14 +13,12 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 _threads = threading.local()
 
 
-def settle(value: Awaitable[T] | T) -> T:
+def settle(value: object) -> Any:
     """``value`` itself, or, when it is awaitable (a coroutine of an async consumer or driver), what it returns,
     awaited in this thread's event loop."""
     if not inspect.isawaitable(value):
@@ -29,8 +27,8 @@ def settle(value: Awaitable[T] | T) -> T:
     if loop is None or loop.is_closed():
         loop = _threads.loop = asyncio.new_event_loop()
 
-    async def wait() -> T:
-        return await value  # type: ignore[misc]  # checked awaitable above
+    async def wait() -> Any:
+        return await value
 
     return loop.run_until_complete(wait())
 

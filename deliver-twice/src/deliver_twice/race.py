@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from deliver_twice.steps import Connection, Handle, Watch, close_connection, backend_pid, deliver
+from deliver_twice.delivery import deliver
+from deliver_twice.sessions import backend_pid, close_connection
+from deliver_twice.steps import Connection, Handle, Watch
 
 
 @dataclass

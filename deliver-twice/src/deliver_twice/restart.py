@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from deliver_twice.steps import Handle
 
@@ -53,8 +53,8 @@ def _fresh(handle: Handle) -> Handle:
     assert spec is not None
     fresh = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fresh)  # type: ignore[union-attr]  # not put in sys.modules: the old copy stays
-    found: Any = getattr(fresh, where[0])
-    return found if where[1] is None else getattr(found, where[1])
+    found: Handle = getattr(fresh, where[0])
+    return found if where[1] is None else cast(Handle, getattr(found, where[1]))
 
 
 class Process:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from deliver_twice import orm
 from deliver_twice.asynchronous import is_async, settle
 
 Connection = Any
@@ -24,6 +25,8 @@ _POSTGRES_TABLES = ("SELECT quote_ident(table_schema) || '.' || quote_ident(tabl
 def _rows(connection: Connection, query: str) -> list[Any]:
     """All rows of ``query``, on a blocking DB-API connection, psycopg's async one or asyncpg's."""
     driver = type(connection).__module__
+    if orm.is_session(connection):
+        return orm.rows(connection, query)
     if driver.startswith("asyncpg"):
         return list(settle(connection.fetch(query)))
     if is_async(connection):
@@ -37,7 +40,8 @@ async def _fetch_async(connection: Connection, query: str) -> list[Any]:
 
 
 def _tables(connection: Connection) -> list[str]:
-    if type(connection).__module__.startswith(("psycopg", "asyncpg")):
+    if type(connection).__module__.startswith(("psycopg", "asyncpg")) or (
+            orm.is_session(connection) and orm.dialect(connection) == "postgresql"):
         rows = _rows(connection, _POSTGRES_TABLES)
     else:  # sqlite3, and DuckDB's sqlite_master view
         rows = _rows(connection, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "

@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
 
-from deliver_twice.asynchronous import is_async, settle, then
+from deliver_twice.asynchronous import then
 
 Connection = Any
 """A DB-API connection: psycopg, sqlite3 or DuckDB (anything with ``execute``, ``cursor``, ``commit``)."""
@@ -184,11 +185,11 @@ class WatchedCursor(_Transparent):
     def __iter__(self) -> Any:
         return iter(self._cursor)
 
-    def __enter__(self) -> WatchedCursor:
+    def __enter__(self) -> Self:
         self._cursor.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> Any:
+    def __exit__(self, *exc: object) -> Any:
         return self._cursor.__exit__(*exc)
 
 
@@ -201,7 +202,8 @@ class _Block:
     def __enter__(self) -> Any:
         return self._block.__enter__()
 
-    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> Any:
         if kind is None:
             try:
                 self._watch.step("COMMIT")
@@ -213,7 +215,8 @@ class _Block:
     async def __aenter__(self) -> Any:
         return await self._block.__aenter__()
 
-    async def __aexit__(self, kind: Any, error: Any, trace: Any) -> Any:
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> Any:
         if kind is None:
             try:
                 self._watch.step("COMMIT")
@@ -247,10 +250,8 @@ class WatchedConnection(_Transparent):
     def restore(self) -> None:
         """Put back every attribute the consumer wrote (after a rollback: psycopg sets autocommit only outside one)."""
         for name, value in self._written.items():
-            try:
+            with contextlib.suppress(Exception):  # a closed connection: it is not reused anyway
                 setattr(self._connection, name, value)
-            except Exception:  # noqa: BLE001 - a closed connection: it is not reused anyway
-                pass
 
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
@@ -292,11 +293,12 @@ class WatchedConnection(_Transparent):
     def transaction(self, *args: Any, **kwargs: Any) -> _Block:
         return _Block(self._connection.transaction(*args, **kwargs), self._watch)
 
-    def __enter__(self) -> WatchedConnection:
+    def __enter__(self) -> Self:
         self._connection.__enter__()
         return self
 
-    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> Any:
         # psycopg and sqlite3 commit a connection's block on a clean exit: a step like any commit.
         # On an error (or a death before that commit) the real connection's own exit rolls back.
         if kind is None:
@@ -310,175 +312,3 @@ class WatchedConnection(_Transparent):
 
 Handle = Callable[..., Any]
 """A consumer: ``handle(connection, message)`` (or with ``ack``) handles one message, commits, acknowledges."""
-
-
-class NotAcknowledged(Exception):
-    """The consumer returned without calling the ``ack`` it was given: the broker redelivers the message."""
-
-
-def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, watch: Watch, *,
-            ack: bool = False) -> BaseException | None:
-    """One delivery of ``message`` on a connection of its own: None when acknowledged, else what stopped it.
-
-    With ``ack`` the consumer is called ``handle(connection, message, ack)`` and acknowledges
-    by calling ``ack()``, a step like a statement (a death may come just before or just after
-    it); returning without calling it leaves the message unacknowledged.
-
-    The connection is closed without a commit afterwards, as a process's is when it
-    ends: an open transaction is lost, whatever happened. A :class:`Sessions` given as
-    ``connect`` takes it back instead, reset as a new session would be.
-    """
-    watch.thread = threading.get_ident()
-    connection = settle(connect())
-    watch.connection = connection
-    watched = WatchedConnection(connection, watch)
-    busy = _no_busy_wait(connection) if watch.racing else None
-    try:
-        if ack:
-            def acknowledge() -> None:
-                watch.step("ack")
-                watch.acked = True
-            outcome = handle(watched, message, acknowledge)
-        else:
-            outcome = handle(watched, message)
-        if isinstance(outcome, Generator):
-            _run_steps(outcome, watch)
-        elif inspect.isawaitable(outcome):
-            settle(outcome)  # an async consumer, awaited here to its end
-        if ack and not watch.acked:
-            return NotAcknowledged("the consumer returned without calling ack()")
-        return None
-    except Crashed as crash:
-        return crash
-    except Exception as error:  # noqa: BLE001 - a failed delivery is a result here, reported by the caller
-        return error
-    finally:
-        watch.ended = True
-        with contextlib.suppress(Exception):  # closed by the consumer, or broken (or asyncpg): give_back ends it
-            settle(connection.rollback())  # the process ended: what it left open is lost
-        watched.restore()
-        if busy is not None:
-            with contextlib.suppress(Exception):  # closed by the consumer: nothing to put back
-                connection.execute(f"PRAGMA busy_timeout = {busy}")
-        getattr(connect, "give_back", close_connection)(connection)
-        watch.finished.set()
-
-
-def _no_busy_wait(connection: Connection) -> int | None:
-    """On SQLite, make a locked database an immediate error (which :meth:`Watch.run` turns into a wait for the
-    delivery beside) instead of SQLite's own wait of up to its busy timeout; returns the timeout to put back."""
-    if type(connection).__module__ != "sqlite3":
-        return None
-    timeout = int(connection.execute("PRAGMA busy_timeout").fetchone()[0])
-    connection.execute("PRAGMA busy_timeout = 0")
-    return timeout
-
-
-def _run_steps(steps: Generator[Any, None, Any], watch: Watch) -> None:
-    try:
-        for name in steps:
-            watch.step(f"step {name!r}")
-    except Crashed:
-        steps.close()  # GeneratorExit at the consumer's yield: its open blocks roll back, as a death leaves them
-        raise
-
-
-def close_connection(connection: Connection) -> None:
-    """Roll back and close, as a process ending does; a connection already closed or broken is left as it is."""
-    for end in ("rollback", "close"):
-        with contextlib.suppress(Exception):  # a connection a consumer closed itself, or one already broken
-            settle(getattr(connection, end)())
-
-
-RESET_SESSION = ("CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
-                 "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES")
-"""What ``DISCARD ALL`` does except ``DEALLOCATE ALL``: psycopg prepares a statement run five times on a connection
-and keeps its name; deallocating it behind the driver's back fails the consumer's next run of that statement
-(``InvalidSqlStatementName``), which no production consumer meets."""
-
-
-class Sessions:
-    """``connect`` for many deliveries: a connection ends each delivery rolled back and, on PostgreSQL, reset with
-    :data:`RESET_SESSION` (its session locks, cursors, settings and temporary tables gone, as a dead process's are;
-    the driver's prepared statements kept, as they are a property of the driver, not of the delivery), then
-    serves the next delivery instead of a new one. Opening a connection costs more than most deliveries."""
-
-    def __init__(self, connect: Callable[[], Connection]) -> None:
-        self._connect = connect
-        self._idle: list[Connection] = []
-        self._lent: dict[int, Connection] = {}
-        self._home: int | None = None
-        """The thread of the first call (the consumer's): SQLite refuses a connection in any other thread, so the
-        connections a race opens in threads of its own are closed when given back, not kept."""
-
-    def __call__(self) -> Connection:
-        if self._home is None:
-            self._home = threading.get_ident()
-        if self._idle and threading.get_ident() == self._home:
-            connection = self._idle.pop()
-        else:
-            connection = settle(self._connect())
-        self._lent[id(connection)] = connection
-        return connection
-
-    def give_back(self, connection: Connection) -> None:
-        """Roll ``connection`` back and keep it for the next delivery; close it if it cannot be reset."""
-        self._lent.pop(id(connection), None)
-        if threading.get_ident() != self._home or is_async(connection):
-            # A race's thread: this session ends with it. An async one: closed rather than reset (asyncpg keeps no
-            # transaction state a rollback can end, and a new connection costs an async consumer's test little).
-            close_connection(connection)
-            return
-        try:
-            connection.rollback()
-            if type(connection).__module__.startswith("psycopg"):
-                autocommit = connection.autocommit
-                connection.autocommit = True  # the reset runs outside a transaction
-                connection.execute(RESET_SESSION)
-                connection.autocommit = autocommit
-        except Exception:  # noqa: BLE001 - closed by the consumer, or broken: a new one serves next time
-            close_connection(connection)
-        else:
-            self._idle.append(connection)
-
-    def close(self) -> None:
-        """Close every connection kept."""
-        while self._idle:
-            close_connection(self._idle.pop())
-
-    def end_lent(self) -> None:
-        """End the sessions still lent out, held by a delivery the test gave up on, as a dead process's end.
-
-        On PostgreSQL the server terminates each one, so its open transaction and its locks
-        go and nothing else (the next test, dropping the schema) waits for them; on SQLite and
-        DuckDB a statement running is interrupted. A blocked thread cannot be killed: if it ever
-        wakes, its next call on the connection fails.
-        """
-        lent = list(self._lent.values())
-        pids = [pid for connection in lent if (pid := backend_pid(connection))]
-        if not pids:
-            for connection in lent:
-                try:
-                    connection.interrupt()
-                except Exception:  # noqa: BLE001 - no interrupt on this driver, or the connection is closed
-                    pass
-            return
-        try:
-            admin = self._connect()
-        except Exception:  # noqa: BLE001 - the server went away: its sessions went with it
-            return
-        try:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
-            admin.commit()
-        except Exception:  # noqa: BLE001 - refused (another role's session): nothing more to do from here
-            pass
-        finally:
-            close_connection(admin)
-
-
-def backend_pid(connection: Connection | None) -> int | None:
-    """The PostgreSQL server process serving ``connection``; None on another database or when closed."""
-    try:
-        return getattr(getattr(connection, "info", None), "backend_pid", None) or None
-    except Exception:  # noqa: BLE001 - a connection closed or broken has no server process to name
-        return None
