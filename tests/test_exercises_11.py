@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import operator
 import zlib
 
@@ -12,11 +13,15 @@ from exercise_bank import Bank, Wrong, bank_tests
 from idemlib.operating.metrics import SkipRateAlert
 
 
-class _Sorter:
-    """A callable object, as a learner may write one."""
+class Sorter:
+    """A callable object, as a learner may write one (bound to a name, as in a notebook cell)."""
 
     def __call__(self, ids: list[str]) -> list[str]:
         return sorted(ids, key=lambda message_id: (len(message_id), message_id))
+
+
+sorter = Sorter()
+by_digest = functools.partial(sorted, key=lambda message_id: hashlib.sha256(message_id.encode()).digest())
 
 
 BANKS = {
@@ -50,10 +55,12 @@ BANKS = {
     ),
     "check_batch_order": Bank(
         right=[(sorted,), (functools.partial(sorted, reverse=True),), (lambda ids: sorted(set(ids)),),
-               (_Sorter(),), (lambda ids: sorted(ids, key=operator.methodcaller("encode")),),
+               (sorter,), (lambda ids: sorted(ids, key=operator.methodcaller("encode")),),
                (lambda ids: tuple(sorted(ids)),),  # any sequence in a consistent order
                (lambda ids: sorted(ids, key=lambda message_id: (len(message_id), message_id)),),  # ties broken
-               (lambda ids: iter(sorted(ids)),)],  # an iterator of them
+               (lambda ids: iter(sorted(ids)),),  # an iterator of them
+               (lambda ids: sorted(ids, key=lambda message_id: message_id.encode("utf-16-be")),),  # another total order
+               (by_digest,)],  # a partial bound to a name, as a notebook cell binds it
         wrong=[
             Wrong((lambda ids: ids,), "deadlock"),  # the order the broker delivered them in
             Wrong((lambda ids: list(dict.fromkeys(ids)),), "deadlock"),  # duplicates dropped, still arrival order
@@ -69,6 +76,11 @@ BANKS = {
             Wrong((lambda ids: None,), "raised"),
             Wrong((lambda ids: [1, 2],), "as strings"),
             Wrong(("sorted",), "function"),
+            # Consistent inside one process, not across consumers: hash() is seeded per process, id() is an address.
+            Wrong((lambda ids: sorted(ids, key=hash),), "another process"),
+            Wrong((lambda ids: sorted(ids, key=id),), "another process"),
+            Wrong((lambda ids: sorted(ids, key=str.casefold),), "deadlock"),
+            Wrong((lambda ids: list(reversed(ids)),), "deadlock"),
         ],
     ),
 }
