@@ -6,6 +6,7 @@ import functools
 import hashlib
 import operator
 import zlib
+from fractions import Fraction
 
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
@@ -30,7 +31,8 @@ BANKS = {
                ({"threshold": 0.18, "windows": 1, "min_handled": 6},), ((0.15, 1, 13),),
                # numpy numbers, what reading them off a pandas table gives
                ({"threshold": np.float64(0.2), "windows": np.int64(1), "min_handled": np.int64(9)},),
-               ((0.3, 1, 3),)],  # one stray in a night window of 3 makes it 1 of 4: 25 %, under 30 %
+               ((0.3, 1, 3),),
+               ((0.2, 1, 8.0),), ([0.2, 1.0, 8],)],  # whole numbers written as floats  # one stray in a night window of 3 makes it 1 of 4: 25 %, under 30 %
         wrong=[
             # The reviewers' case: a floor of 1 pages on one stray skip on a quiet night.
             Wrong(((0.201, 1, 1),), "quiet night"),
@@ -51,6 +53,12 @@ BANKS = {
             Wrong(((20, 1, 8),), "between 0 and 1"),  # a percentage for a share
             Wrong(((0.2, 1.5, 8),), "whole number"),
             Wrong((0.2,), "dict"),
+            Wrong(((Fraction(1, 5), 1, 8),), "plain number"),  # right in value, not plain data to carry out
+            Wrong(({"threshold": "0.2", "windows": 1, "min_handled": 8},), "between 0 and 1"),
+            Wrong(((0.2, 0, 8),), "whole number"),
+            Wrong(((0.2, 1, float("nan")),), "whole number"),
+            Wrong(((True, 1, 8),), "between 0 and 1"),
+            Wrong(((0.2, 1, 10**9),), "never fires"),
         ],
     ),
     "check_batch_order": Bank(

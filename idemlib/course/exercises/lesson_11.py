@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import numbers
 import random
 from collections.abc import Callable
 from functools import cache
@@ -103,6 +104,8 @@ def _rule(answer: Any) -> SkipRateAlert | str:
         return ("give the rule as a dict {'threshold': ..., 'windows': ..., 'min_handled': ...} "
                 f"(or a tuple of the three in that order), not {answer!r}")
     threshold, windows, floor = values
+    if isinstance(threshold, numbers.Real) and not isinstance(threshold, (bool, int, float)):
+        return f"give the threshold as a plain number, a float such as 0.2, not a {type(threshold).__name__}"
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < float(threshold) <= 1:
         return f"the threshold is a share of deliveries between 0 and 1 (0.2 for 20 %), not {threshold!r}"
     for name, value in (("windows", windows), ("min_handled", floor)):
