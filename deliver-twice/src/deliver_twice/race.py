@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from deliver_twice import orm
+from deliver_twice.asynchronous import is_async
 from deliver_twice.delivery import deliver
-from deliver_twice.sessions import backend_pid, close_connection
+from deliver_twice.sessions import Sessions, backend_pid, close_connection
 from deliver_twice.steps import Connection, Handle, Watch
 
 
@@ -109,3 +111,30 @@ def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Call
         return False
     finally:
         getattr(connect, "give_back", close_connection)(monitor)
+
+
+def why_no_race(connect: Sessions) -> str | None:
+    """Why two deliveries at once cannot be played on this database; None when they can (PostgreSQL, a SQLite file)."""
+    connection = connect()
+    try:
+        driver = type(connection).__module__
+        if orm.is_session(connection):
+            return ("two deliveries at once: not played for a SQLAlchemy session (the test cannot yet tell when one "
+                    "session waits for another's lock through the ORM); race the same statements with the driver's "
+                    "own connection (psycopg, or a SQLite file), which it plays")
+        if is_async(connection):
+            return ("two deliveries at once: not played for an async connection (the test reads the second "
+                    "delivery's lock wait with a connection of its own, which it opens with a blocking driver only); "
+                    "test the same statements once with psycopg's blocking connection, which races them")
+        if driver.startswith("psycopg"):
+            return None
+        if driver == "sqlite3":
+            files = [row[2] for row in connection.execute("PRAGMA database_list").fetchall() if row[1] == "main"]
+            if files and files[0]:
+                return None
+            return ("two deliveries at once: this SQLite database is in memory, which each connection sees alone; "
+                    "give connect= a database file, e.g. functools.partial(sqlite3.connect, tmp_path / 'test.db')")
+        return (f"two deliveries at once: played on PostgreSQL and SQLite files, where the test can tell when the "
+                f"second delivery waits for the first one's lock, not on {driver}; test the consumer there too")
+    finally:
+        connect.give_back(connection)

@@ -63,11 +63,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deliver_twice import orm
-from deliver_twice.asynchronous import is_async, settle
+from deliver_twice.asynchronous import settle
 from deliver_twice.consumer_thread import Blocked, ConsumerThread  # Blocked: a reader catches it from here
 from deliver_twice.delivery import deliver
-from deliver_twice.race import two_at_once
+from deliver_twice.race import two_at_once, why_no_race
 from deliver_twice.report import NotIdempotent, Report, Scenario, difference, not_idempotent_text
 from deliver_twice.restart import Process
 from deliver_twice.sessions import Sessions
@@ -213,33 +212,6 @@ def _at_once(step: int) -> Callable[..., None]:
     return play
 
 
-def _why_no_race(connect: Sessions) -> str | None:
-    """Why two deliveries at once cannot be played on this database; None when they can (PostgreSQL, a SQLite file)."""
-    connection = connect()
-    try:
-        driver = type(connection).__module__
-        if orm.is_session(connection):
-            return ("two deliveries at once: not played for a SQLAlchemy session (the test cannot yet tell when one "
-                    "session waits for another's lock through the ORM); race the same statements with the driver's "
-                    "own connection (psycopg, or a SQLite file), which it plays")
-        if is_async(connection):
-            return ("two deliveries at once: not played for an async connection (the test reads the second "
-                    "delivery's lock wait with a connection of its own, which it opens with a blocking driver only); "
-                    "test the same statements once with psycopg's blocking connection, which races them")
-        if driver.startswith("psycopg"):
-            return None
-        if driver == "sqlite3":
-            files = [row[2] for row in connection.execute("PRAGMA database_list").fetchall() if row[1] == "main"]
-            if files and files[0]:
-                return None
-            return ("two deliveries at once: this SQLite database is in memory, which each connection sees alone; "
-                    "give connect= a database file, e.g. functools.partial(sqlite3.connect, tmp_path / 'test.db')")
-        return (f"two deliveries at once: played on PostgreSQL and SQLite files, where the test can tell when the "
-                f"second delivery waits for the first one's lock, not on {driver}; test the consumer there too")
-    finally:
-        connect.give_back(connection)
-
-
 _FIXES = {
     "twice": "record the message ID in an inbox table with a unique key, in the same transaction as the effect, "
              "and skip the effect when the insert finds it there",
@@ -364,7 +336,7 @@ def _report(handle: Process, messages: list[Any], consumer: ConsumerThread, rese
               for k in range(1, len(names) + 1)]
     plays += [(f"connection lost before step {k} of {len(names)}: {names[k - 1]} (an error the consumer can catch)",
                "error", _crash_before(k, error=True)) for k in range(1, len(names) + 1)]
-    no_race = consumer.call(lambda: _why_no_race(connect), "opening a connection")
+    no_race = consumer.call(lambda: why_no_race(connect), "opening a connection")
     if no_race is None:
         plays += [(f"two at once, one paused before step {k}: {names[k - 1]}", "race", _at_once(k))
                   for k in range(1, len(names) + 1)]
