@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import operator
 import zlib
+from fractions import Fraction
 
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
@@ -12,11 +14,15 @@ from exercise_bank import Bank, Wrong, bank_tests
 from idemlib.operating.metrics import SkipRateAlert
 
 
-class _Sorter:
-    """A callable object, as a learner may write one."""
+class Sorter:
+    """A callable object, as a learner may write one (bound to a name, as in a notebook cell)."""
 
     def __call__(self, ids: list[str]) -> list[str]:
         return sorted(ids, key=lambda message_id: (len(message_id), message_id))
+
+
+sorter = Sorter()
+by_digest = functools.partial(sorted, key=lambda message_id: hashlib.sha256(message_id.encode()).digest())
 
 
 BANKS = {
@@ -25,7 +31,8 @@ BANKS = {
                ({"threshold": 0.18, "windows": 1, "min_handled": 6},), ((0.15, 1, 13),),
                # numpy numbers, what reading them off a pandas table gives
                ({"threshold": np.float64(0.2), "windows": np.int64(1), "min_handled": np.int64(9)},),
-               ((0.3, 1, 3),)],  # one stray in a night window of 3 makes it 1 of 4: 25 %, under 30 %
+               ((0.3, 1, 3),),
+               ((0.2, 1, 8.0),), ([0.2, 1.0, 8],)],  # whole numbers written as floats  # one stray in a night window of 3 makes it 1 of 4: 25 %, under 30 %
         wrong=[
             # The reviewers' case: a floor of 1 pages on one stray skip on a quiet night.
             Wrong(((0.201, 1, 1),), "quiet night"),
@@ -46,14 +53,22 @@ BANKS = {
             Wrong(((20, 1, 8),), "between 0 and 1"),  # a percentage for a share
             Wrong(((0.2, 1.5, 8),), "whole number"),
             Wrong((0.2,), "dict"),
+            Wrong(((Fraction(1, 5), 1, 8),), "plain number"),  # right in value, not plain data to carry out
+            Wrong(({"threshold": "0.2", "windows": 1, "min_handled": 8},), "between 0 and 1"),
+            Wrong(((0.2, 0, 8),), "whole number"),
+            Wrong(((0.2, 1, float("nan")),), "whole number"),
+            Wrong(((True, 1, 8),), "between 0 and 1"),
+            Wrong(((0.2, 1, 10**9),), "never fires"),
         ],
     ),
     "check_batch_order": Bank(
         right=[(sorted,), (functools.partial(sorted, reverse=True),), (lambda ids: sorted(set(ids)),),
-               (_Sorter(),), (lambda ids: sorted(ids, key=operator.methodcaller("encode")),),
+               (sorter,), (lambda ids: sorted(ids, key=operator.methodcaller("encode")),),
                (lambda ids: tuple(sorted(ids)),),  # any sequence in a consistent order
                (lambda ids: sorted(ids, key=lambda message_id: (len(message_id), message_id)),),  # ties broken
-               (lambda ids: iter(sorted(ids)),)],  # an iterator of them
+               (lambda ids: iter(sorted(ids)),),  # an iterator of them
+               (lambda ids: sorted(ids, key=lambda message_id: message_id.encode("utf-16-be")),),  # another total order
+               (by_digest,)],  # a partial bound to a name, as a notebook cell binds it
         wrong=[
             Wrong((lambda ids: ids,), "deadlock"),  # the order the broker delivered them in
             Wrong((lambda ids: list(dict.fromkeys(ids)),), "deadlock"),  # duplicates dropped, still arrival order
@@ -69,6 +84,11 @@ BANKS = {
             Wrong((lambda ids: None,), "raised"),
             Wrong((lambda ids: [1, 2],), "as strings"),
             Wrong(("sorted",), "function"),
+            # Consistent inside one process, not across consumers: hash() is seeded per process, id() is an address.
+            Wrong((lambda ids: sorted(ids, key=hash),), "another process"),
+            Wrong((lambda ids: sorted(ids, key=id),), "another process"),
+            Wrong((lambda ids: sorted(ids, key=str.casefold),), "deadlock"),
+            Wrong((lambda ids: list(reversed(ids)),), "deadlock"),
         ],
     ),
 }

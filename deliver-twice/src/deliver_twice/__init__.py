@@ -8,10 +8,27 @@ The pytest plugin, registered on install, gives each test a PostgreSQL schema of
 """
 
 from deliver_twice.consumer_thread import Blocked
-from deliver_twice.scenarios import (MAX_DELIVERIES, TIME_LIMIT, NotIdempotent, Report, Scenario, assert_idempotent,
-                                     idempotency_report)
+from deliver_twice.scenarios import (
+                                     MAX_DELIVERIES,
+                                     TIME_LIMIT,
+                                     NotIdempotent,
+                                     Report,
+                                     Scenario,
+                                     assert_idempotent,
+                                     idempotency_report,
+)
 from deliver_twice.state import whole_database
 from deliver_twice.steps import Crashed
 
-__all__ = ["Blocked", "Crashed", "MAX_DELIVERIES", "NotIdempotent", "Report", "Scenario", "TIME_LIMIT",
-           "assert_idempotent", "idempotency_report", "whole_database"]
+__all__ = [
+                                     "MAX_DELIVERIES",
+                                     "TIME_LIMIT",
+                                     "Blocked",
+                                     "Crashed",
+                                     "NotIdempotent",
+                                     "Report",
+                                     "Scenario",
+                                     "assert_idempotent",
+                                     "idempotency_report",
+                                     "whole_database",
+]

@@ -23,9 +23,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from deliver_twice.steps import Sessions, Watch
+from deliver_twice.sessions import Sessions
+from deliver_twice.steps import Watch
 
 T = TypeVar("T")
 
@@ -110,14 +111,14 @@ class ConsumerThread:
         self.watches = []
         if "error" in box:
             raise box["error"]
-        return box["result"]
+        return cast(T, box["result"])
 
     def _give_up(self, what: str) -> Blocked:
         """End what the blocked call holds and say what was blocked, where, and what to do."""
         self.broken = True
         live = [watch for watch in self.watches if watch.thread is not None and not watch.ended]
-        lines = [f"{self.consumer} did not finish {what} within the time limit of {self.time_limit:g} s "
-                 f"(scenario: {self.scenario})."]
+        lines = [(f"{self.consumer} did not finish {what} within the time limit of {self.time_limit:g} s "
+                  f"(scenario: {self.scenario}).")]
         if live:
             lines += [f"- delivery {number}: {_stands(watch)}" for number, watch in enumerate(live, 1)]
         else:

@@ -46,7 +46,7 @@ def _hidden(url: str) -> str:
     except Exception:  # noqa: BLE001 - not a URL psycopg reads: say nothing of it
         return "the configured URL"
     parts.pop("password", None)
-    return conninfo.make_conninfo(**parts)
+    return str(conninfo.make_conninfo(**parts))
 
 
 class PostgresSchema:

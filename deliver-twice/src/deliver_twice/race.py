@@ -1,8 +1,12 @@
-"""Two deliveries of one message at once, on PostgreSQL: the first paused before a chosen step while the second runs.
+"""Two deliveries of one message at once, on PostgreSQL or a SQLite file: the first paused before a chosen step while
+the second runs.
 
-Whether the second waits for a lock the paused first one holds is read from the server
-(``pg_stat_activity``), never guessed from a timeout, so a busy machine gives the same
-interleaving as an idle one.
+Whether the second waits for a lock the paused first one holds is read, never guessed from a
+timeout, so a busy machine gives the same interleaving as an idle one: on PostgreSQL from the
+server (``pg_stat_activity``); on SQLite, whose waits no view shows, each connection of the race
+has a busy timeout of 0, so a statement finding the database locked fails at once, and the
+watched connection turns that into a wait for the first delivery to end, then runs the statement
+again, as SQLite's own busy timeout would (the model's rule: SQLite retries for up to its timeout).
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from deliver_twice.steps import Connection, Handle, Watch, close_connection, backend_pid, deliver
+from deliver_twice import orm
+from deliver_twice.asynchronous import is_async
+from deliver_twice.delivery import deliver
+from deliver_twice.sessions import Sessions, backend_pid, close_connection
+from deliver_twice.steps import Connection, Handle, Watch
 
 
 @dataclass
@@ -30,7 +38,8 @@ class Race:
 
 
 def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any, pause_before: int,
-                watches: list[Watch] | None = None, *, ack: bool = False, second: Any = None) -> Race:
+                watches: list[Watch] | None = None, *, ack: bool = False, second: Any = None,
+                beside: Handle | None = None) -> Race:
     """Deliver ``message`` twice at once: the first delivery waits before its ``pause_before``-th step, the second
     runs until it ends or waits for a lock, then the first goes on.
 
@@ -39,19 +48,22 @@ def two_at_once(handle: Handle, connect: Callable[[], Connection], message: Any,
     delivery that neither ends nor waits for a lock keeps this waiting: a caller that must
     not hang runs it in a thread of its own and passes ``watches``, which gets both
     deliveries' :class:`Watch` to say where each stands. ``second``: the copy the second delivery gets
-    (the message itself by default).
+    (the message itself by default); ``beside``: the consumer that makes the second delivery (another process's,
+    with memory of its own; ``handle`` by default).
     """
     copy = message if second is None else second
-    first, second = Watch(pause_at=pause_before), Watch()
+    first = Watch(pause_at=pause_before)
+    second = Watch(beside=first)
     if watches is not None:
         watches += [first, second]
     outcomes: dict[int, BaseException | None] = {}
 
     def start(number: int, watch: Watch) -> threading.Thread:
         handed = message if number == 1 else copy
+        consumer = handle if number == 1 or beside is None else beside
 
         def run() -> None:
-            outcomes[number] = deliver(handle, connect, handed, watch, ack=ack)
+            outcomes[number] = deliver(consumer, connect, handed, watch, ack=ack)
 
         # A daemon: a delivery blocked for good must not keep the test process from ending.
         thread = threading.Thread(target=run, daemon=True)
@@ -83,10 +95,13 @@ def _session_state(watch: Watch, connect: Callable[[], Connection]) -> str | Non
 
 
 def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Callable[[], Connection]) -> bool:
-    """Wait for ``thread``'s delivery to end (False) or to wait for a lock (True; PostgreSQL only)."""
+    """Wait for ``thread``'s delivery to end (False) or to wait for a lock the first delivery holds (True): on
+    PostgreSQL as the server says, on SQLite as the delivery's own locked statement says."""
     monitor = connect()
     try:
         while thread.is_alive():
+            if watch.waiting.is_set():  # SQLite: its statement found the first one's lock (see Watch.run)
+                return True
             if (pid := backend_pid(watch.connection)) is not None:
                 row = monitor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
                 monitor.rollback()
@@ -96,3 +111,30 @@ def _until_done_or_waiting(thread: threading.Thread, watch: Watch, connect: Call
         return False
     finally:
         getattr(connect, "give_back", close_connection)(monitor)
+
+
+def why_no_race(connect: Sessions) -> str | None:
+    """Why two deliveries at once cannot be played on this database; None when they can (PostgreSQL, a SQLite file)."""
+    connection = connect()
+    try:
+        driver = type(connection).__module__
+        if orm.is_session(connection):
+            return ("two deliveries at once: not played for a SQLAlchemy session (the test cannot yet tell when one "
+                    "session waits for another's lock through the ORM); race the same statements with the driver's "
+                    "own connection (psycopg, or a SQLite file), which it plays")
+        if is_async(connection):
+            return ("two deliveries at once: not played for an async connection (the test reads the second "
+                    "delivery's lock wait with a connection of its own, which it opens with a blocking driver only); "
+                    "test the same statements once with psycopg's blocking connection, which races them")
+        if driver.startswith("psycopg"):
+            return None
+        if driver == "sqlite3":
+            files = [row[2] for row in connection.execute("PRAGMA database_list").fetchall() if row[1] == "main"]
+            if files and files[0]:
+                return None
+            return ("two deliveries at once: this SQLite database is in memory, which each connection sees alone; "
+                    "give connect= a database file, e.g. functools.partial(sqlite3.connect, tmp_path / 'test.db')")
+        return (f"two deliveries at once: played on PostgreSQL and SQLite files, where the test can tell when the "
+                f"second delivery waits for the first one's lock, not on {driver}; test the consumer there too")
+    finally:
+        connect.give_back(connection)

@@ -17,8 +17,9 @@ again under every scenario that makes duplicates, each from the same starting st
   it ``yield``s (write it as a generator to name steps the database does not see);
 - the connection lost before each step on every first delivery (an error the consumer
   may catch: one that catches it and acknowledges anyway loses the message);
-- on PostgreSQL, two deliveries of the same message at once: the first paused before
-  each of its steps in turn while the second runs (until it ends or waits for a lock).
+- on PostgreSQL or a SQLite file, two deliveries of the same message at once: the first
+  paused before each of its steps in turn while the second runs (until it ends or waits
+  for a lock the first holds).
 
 Each delivery ends without a commit of the helper's, as a process's does when it dies
 (its open transaction is lost); the session is then reset (on PostgreSQL as
@@ -57,15 +58,20 @@ redelivery and leaves no row behind: the helper passes while the customer gets t
 from __future__ import annotations
 
 import contextvars
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from deliver_twice.asynchronous import settle
 from deliver_twice.consumer_thread import Blocked, ConsumerThread  # Blocked: a reader catches it from here
-from deliver_twice.race import two_at_once
+from deliver_twice.delivery import deliver
+from deliver_twice.race import two_at_once, why_no_race
 from deliver_twice.report import NotIdempotent, Report, Scenario, difference, not_idempotent_text
+from deliver_twice.restart import Process
+from deliver_twice.sessions import Sessions
 from deliver_twice.state import whole_database
-from deliver_twice.steps import Connection, Handle, Sessions, Watch, deliver
+from deliver_twice.steps import Connection, Crashed, Handle, Watch
 
 MAX_DELIVERIES = 3
 """How often a message whose delivery raised is delivered in all, as a broker's redelivery limit would allow."""
@@ -79,8 +85,17 @@ suite_time_limit: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 """The running test's ``idempotency_time_limit``, set by the pytest plugin around each test (from its pytest config)
 and reset after it: a second pytest session in the same process reads its own configuration, never the first's."""
 
-__all__ = ["Blocked", "MAX_DELIVERIES", "NotIdempotent", "Report", "Scenario", "TIME_LIMIT", "assert_idempotent",
-           "idempotency_report", "label"]
+__all__ = [
+    "MAX_DELIVERIES",
+    "TIME_LIMIT",
+    "Blocked",
+    "NotIdempotent",
+    "Report",
+    "Scenario",
+    "assert_idempotent",
+    "idempotency_report",
+    "label",
+]
 
 
 @dataclass
@@ -114,8 +129,11 @@ def _deliver(consumer: ConsumerThread, handle: Handle, message: Any, watch: Watc
     acknowledged, else what stopped it."""
     consumer.watches = [watch]
     handed = message if run is None else run.envelope(message)
-    return consumer.call(lambda: deliver(handle, consumer.sessions, handed, watch, ack=consumer.ack),
-                         f"the delivery of {label(message)}")
+    outcome = consumer.call(lambda: deliver(handle, consumer.sessions, handed, watch, ack=consumer.ack),
+                            f"the delivery of {label(message)}")
+    if isinstance(outcome, Crashed) and isinstance(handle, Process):
+        handle.restart()  # the process died: the redelivery meets a new one, its memory empty
+    return outcome
 
 
 def _until_acked(handle: Handle, consumer: ConsumerThread, message: Any, run: _Run,
@@ -143,6 +161,14 @@ def _in_order(order: Callable[[list[Any]], list[Any]]) -> Callable[..., None]:
         for message in order(messages):
             _until_acked(handle, consumer, message, run)
     return play
+
+
+def _restarted(handle: Handle, consumer: ConsumerThread, messages: list[Any], run: _Run) -> None:
+    """Every message, then the consumer's process restarts (its memory empty) and every message comes again."""
+    _in_order(lambda ms: ms)(handle, consumer, messages, run)
+    if isinstance(handle, Process):
+        handle.restart()
+    _in_order(lambda ms: ms)(handle, consumer, messages, run)
 
 
 def _crash_before(step: int, error: bool = False) -> Callable[..., None]:
@@ -175,8 +201,9 @@ def _at_once(step: int) -> Callable[..., None]:
             watches: list[Watch] = []
             consumer.watches = watches
             first, second = run.envelope(message), run.envelope(message)
-            race = consumer.call(lambda: two_at_once(handle, consumer.sessions, first, step, watches,
-                                                     ack=consumer.ack, second=second),
+            beside = handle.another() if isinstance(handle, Process) else handle
+            race = consumer.call(functools.partial(two_at_once, handle, consumer.sessions, first, step, watches,
+                                                   ack=consumer.ack, second=second, beside=beside),
                                  f"two deliveries of {label(message)} at once")
             run.deliveries += 2
             for outcome in (race.first, race.second):
@@ -185,19 +212,13 @@ def _at_once(step: int) -> Callable[..., None]:
     return play
 
 
-def _on_postgres(connect: Sessions) -> bool:
-    connection = connect()
-    try:
-        return type(connection).__module__.startswith("psycopg")
-    finally:
-        connect.give_back(connection)
-
-
 _FIXES = {
     "twice": "record the message ID in an inbox table with a unique key, in the same transaction as the effect, "
              "and skip the effect when the insert finds it there",
     "late": "a late or replayed copy must change nothing: check the inbox before the effect, and never overwrite "
             "newer state with an older message's (compare a version or the message's position)",
+    "restart": "keep what the consumer knows of past messages in the database, in the same transaction as the "
+               "effect: memory in the process is gone after a restart, and another consumer process never had it",
     "crash": "make the effect and the inbox row one transaction, committed before the ack; an effect outside the "
              "database needs an idempotency key of its own",
     "error": "let an error end the delivery unacknowledged (raise, or nack) so the broker redelivers it; catch only "
@@ -247,33 +268,35 @@ def idempotency_report(handle: Handle, messages: Sequence[Any], *, connect: Call
     sessions = Sessions(connect)
     consumer = ConsumerThread(sessions, time_limit, repr(getattr(handle, "__name__", handle)), ack=ack)
     try:
-        return _report(handle, messages, consumer, reset, state or whole_database, expected, redelivered)
+        return _report(Process(handle), messages, consumer, reset, state or whole_database, expected, redelivered)
     finally:
         if not consumer.broken:
             consumer.call(sessions.close, "closing its connections")  # each in the thread that opened it
         consumer.stop()
 
 
-def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset: Callable[[Connection], None],
+def _report(handle: Process, messages: list[Any], consumer: ConsumerThread, reset: Callable[[Connection], None],
             state: Callable[[Connection], Any], expected: Any, redelivered: Callable[[Any], Any] | None) -> Report:
     connect = consumer.sessions
 
     def fresh() -> Any:
         with_reset = connect()
         try:
-            reset(with_reset)
-            with_reset.commit()
-            return state(with_reset)
+            settle(reset(with_reset))  # type: ignore[func-returns-value]  # an async reset returns its coroutine
+            if (commit := getattr(with_reset, "commit", None)) is not None:  # asyncpg has none: it autocommits
+                settle(commit())
+            return settle(state(with_reset))
         finally:
             connect.give_back(with_reset)
 
     def read() -> Any:
         connection = connect()
         try:
-            return state(connection)
+            return settle(state(connection))
         finally:
             connect.give_back(connection)
 
+    handle.restart()  # a new process for the clean deliveries too: what an earlier test left in memory is gone
     before = consumer.call(fresh, "reset(connection) and state(connection) before any delivery")
     names: list[str] = []  # the steps of the longest delivery, to name the crash points
     for message in messages:
@@ -302,21 +325,28 @@ def _report(handle: Handle, messages: list[Any], consumer: ConsumerThread, reset
             ("every message, then all of them again in reverse order (a replay)", "late",
              _in_order(lambda ms: ms + ms[::-1])),
         ]
+    report = Report()
+    if handle.why_not is None:
+        plays.append(("every message, then the consumer restarts (its memory empty) and every message comes again",
+                      "restart", _restarted))
+    else:
+        report.not_played.append(f"a restart that empties the consumer's memory: {handle.why_not} (in the crash "
+                                 "scenarios too)")
     plays += [(f"crash before step {k} of {len(names)}: {names[k - 1]}", "crash", _crash_before(k))
               for k in range(1, len(names) + 1)]
     plays += [(f"connection lost before step {k} of {len(names)}: {names[k - 1]} (an error the consumer can catch)",
                "error", _crash_before(k, error=True)) for k in range(1, len(names) + 1)]
-    report = Report()
-    if consumer.call(lambda: _on_postgres(connect), "opening a connection"):
+    no_race = consumer.call(lambda: why_no_race(connect), "opening a connection")
+    if no_race is None:
         plays += [(f"two at once, one paused before step {k}: {names[k - 1]}", "race", _at_once(k))
                   for k in range(1, len(names) + 1)]
     else:
-        report.not_played.append("two deliveries at once: played on PostgreSQL only, where the server says when "
-                                 "the second delivery waits for the first one's lock; test the consumer there too")
+        report.not_played.append(no_race)
     if len(messages) == 1:
         report.not_played.append("a late duplicate and a replay in reverse order: they need two messages or more")
     for name, family, play in plays:
         consumer.scenario = name
+        handle.restart()  # a new database, so a new process: nothing remembered from the last scenario
         consumer.call(fresh, "reset(connection) and state(connection) before the scenario")
         run = _Run(redelivered)
         play(handle, consumer, messages, run)

@@ -15,9 +15,14 @@ one more place to crash.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import threading
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
+
+from deliver_twice.asynchronous import then
 
 Connection = Any
 """A DB-API connection: psycopg, sqlite3 or DuckDB (anything with ``execute``, ``cursor``, ``commit``)."""
@@ -63,8 +68,16 @@ class Watch:
     """
 
     def __init__(self, *, crash_at: int | None = None, fail_at: int | None = None,
-                 pause_at: int | None = None) -> None:
+                 pause_at: int | None = None, beside: Watch | None = None) -> None:
         self.crash_at, self.fail_at, self.pause_at = crash_at, fail_at, pause_at
+        self.beside = beside
+        """The delivery this one runs beside in a race: on SQLite a statement of this one that finds the database
+        locked waits for that one to end, then runs again, as SQLite's busy timeout would let it."""
+        self.racing = beside is not None or pause_at is not None
+        self.waiting = threading.Event()
+        """Set when this delivery waits for the lock the delivery beside it holds (SQLite; PostgreSQL says so itself)."""
+        self.finished = threading.Event()
+        """Set once the delivery has ended and its connection is rolled back and given back: its locks are gone."""
         self.lost = False
         self.steps: list[str] = []
         self.dead = False
@@ -96,6 +109,21 @@ class Watch:
             if self.dead:
                 raise Crashed(f"the test gave up while this delivery waited before {name}")
 
+    def run(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Make one call on the real connection; in a race on SQLite, a call finding the database locked by the
+        delivery beside waits for that one to end (no timeout: the race reads the wait, never guesses it) and runs
+        again."""
+        try:
+            return call(*args, **kwargs)
+        except Exception as error:
+            if self.beside is None or not _sqlite_locked(error):
+                raise
+        self.waiting.set()
+        while not self.beside.finished.wait(0.01):
+            if self.dead:  # the test gave up on this race
+                raise Crashed("the test gave up while this delivery waited for the database lock")
+        return call(*args, **kwargs)
+
     def resume(self) -> None:
         """Let a consumer waiting at ``pause_at`` go on."""
         self._go.set()
@@ -109,6 +137,10 @@ class Watch:
         """The test gives up on this delivery: its next step dies (a held one is let go, to die at once)."""
         self.dead = True
         self._go.set()
+
+
+def _sqlite_locked(error: BaseException) -> bool:
+    return type(error).__module__ == "sqlite3" and "locked" in str(error)
 
 
 class _Transparent:
@@ -141,21 +173,23 @@ class WatchedCursor(_Transparent):
 
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
-        result = self._cursor.execute(query, *args, **kwargs)
+        result = self._watch.run(self._cursor.execute, query, *args, **kwargs)
+        if inspect.isawaitable(result):  # psycopg's AsyncCursor returns itself once awaited
+            return then(result, lambda done: self if done is self._cursor else done)
         return self if result is self._cursor else result
 
     def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
-        return self._cursor.executemany(query, *args, **kwargs)
+        return self._watch.run(self._cursor.executemany, query, *args, **kwargs)
 
     def __iter__(self) -> Any:
         return iter(self._cursor)
 
-    def __enter__(self) -> WatchedCursor:
+    def __enter__(self) -> Self:
         self._cursor.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> Any:
+    def __exit__(self, *exc: object) -> Any:
         return self._cursor.__exit__(*exc)
 
 
@@ -168,7 +202,8 @@ class _Block:
     def __enter__(self) -> Any:
         return self._block.__enter__()
 
-    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> Any:
         if kind is None:
             try:
                 self._watch.step("COMMIT")
@@ -176,6 +211,19 @@ class _Block:
                 self._block.__exit__(type(stop), stop, None)  # rolled back: died, or lost, before the commit
                 raise
         return self._block.__exit__(kind, error, trace)
+
+    async def __aenter__(self) -> Any:
+        return await self._block.__aenter__()
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> Any:
+        if kind is None:
+            try:
+                self._watch.step("COMMIT")
+            except (Crashed, StepFailed) as stop:
+                await self._block.__aexit__(type(stop), stop, None)
+                raise
+        return await self._block.__aexit__(kind, error, trace)
 
 
 class WatchedConnection(_Transparent):
@@ -202,41 +250,55 @@ class WatchedConnection(_Transparent):
     def restore(self) -> None:
         """Put back every attribute the consumer wrote (after a rollback: psycopg sets autocommit only outside one)."""
         for name, value in self._written.items():
-            try:
+            with contextlib.suppress(Exception):  # a closed connection: it is not reused anyway
                 setattr(self._connection, name, value)
-            except Exception:  # noqa: BLE001 - a closed connection: it is not reused anyway
-                pass
 
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
-        result = self._connection.execute(query, *args, **kwargs)
+        result = self._watch.run(self._connection.execute, query, *args, **kwargs)
+        if inspect.isawaitable(result):  # psycopg's AsyncConnection: a cursor once awaited; asyncpg: a status
+            return then(result, lambda done: done if isinstance(done, str) else WatchedCursor(done, self._watch))
         # DuckDB's execute returns the connection itself; psycopg's and sqlite3's a cursor.
         return self if result is self._connection else WatchedCursor(result, self._watch)
 
+    def fetch(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        """asyncpg's statements that return rows: each a step."""
+        self._watch.step(describe(query))
+        return self._connection.fetch(query, *args, **kwargs)
+
+    def fetchrow(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self._watch.step(describe(query))
+        return self._connection.fetchrow(query, *args, **kwargs)
+
+    def fetchval(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        self._watch.step(describe(query))
+        return self._connection.fetchval(query, *args, **kwargs)
+
     def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         self._watch.step(describe(query))
-        return self._connection.executemany(query, *args, **kwargs)
+        return self._watch.run(self._connection.executemany, query, *args, **kwargs)
 
     def executescript(self, script: str) -> Any:
         """sqlite3's several statements in one call: one step."""
         self._watch.step(describe(script))
-        return self._connection.executescript(script)
+        return self._watch.run(self._connection.executescript, script)
 
     def cursor(self, *args: Any, **kwargs: Any) -> WatchedCursor:
         return WatchedCursor(self._connection.cursor(*args, **kwargs), self._watch)
 
-    def commit(self) -> None:
+    def commit(self) -> Any:
         self._watch.step("COMMIT")
-        self._connection.commit()
+        return self._watch.run(self._connection.commit)  # a coroutine on an async connection, for it to await
 
     def transaction(self, *args: Any, **kwargs: Any) -> _Block:
         return _Block(self._connection.transaction(*args, **kwargs), self._watch)
 
-    def __enter__(self) -> WatchedConnection:
+    def __enter__(self) -> Self:
         self._connection.__enter__()
         return self
 
-    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> Any:
         # psycopg and sqlite3 commit a connection's block on a clean exit: a step like any commit.
         # On an error (or a death before that commit) the real connection's own exit rolls back.
         if kind is None:
@@ -250,152 +312,3 @@ class WatchedConnection(_Transparent):
 
 Handle = Callable[..., Any]
 """A consumer: ``handle(connection, message)`` (or with ``ack``) handles one message, commits, acknowledges."""
-
-
-class NotAcknowledged(Exception):
-    """The consumer returned without calling the ``ack`` it was given: the broker redelivers the message."""
-
-
-def deliver(handle: Handle, connect: Callable[[], Connection], message: Any, watch: Watch, *,
-            ack: bool = False) -> BaseException | None:
-    """One delivery of ``message`` on a connection of its own: None when acknowledged, else what stopped it.
-
-    With ``ack`` the consumer is called ``handle(connection, message, ack)`` and acknowledges
-    by calling ``ack()``, a step like a statement (a death may come just before or just after
-    it); returning without calling it leaves the message unacknowledged.
-
-    The connection is closed without a commit afterwards, as a process's is when it
-    ends: an open transaction is lost, whatever happened. A :class:`Sessions` given as
-    ``connect`` takes it back instead, reset as a new session would be.
-    """
-    watch.thread = threading.get_ident()
-    connection = connect()
-    watch.connection = connection
-    watched = WatchedConnection(connection, watch)
-    try:
-        if ack:
-            def acknowledge() -> None:
-                watch.step("ack")
-                watch.acked = True
-            outcome = handle(watched, message, acknowledge)
-        else:
-            outcome = handle(watched, message)
-        if isinstance(outcome, Generator):
-            _run_steps(outcome, watch)
-        if ack and not watch.acked:
-            return NotAcknowledged("the consumer returned without calling ack()")
-        return None
-    except Crashed as crash:
-        return crash
-    except Exception as error:  # noqa: BLE001 - a failed delivery is a result here, reported by the caller
-        return error
-    finally:
-        watch.ended = True
-        try:
-            connection.rollback()  # the process ended: what it left open is lost
-        except Exception:  # noqa: BLE001 - closed by the consumer, or broken: give_back replaces it
-            pass
-        watched.restore()
-        getattr(connect, "give_back", close_connection)(connection)
-
-
-def _run_steps(steps: Generator[Any, None, Any], watch: Watch) -> None:
-    try:
-        for name in steps:
-            watch.step(f"step {name!r}")
-    except Crashed:
-        steps.close()  # GeneratorExit at the consumer's yield: its open blocks roll back, as a death leaves them
-        raise
-
-
-def close_connection(connection: Connection) -> None:
-    """Roll back and close, as a process ending does; a connection already closed or broken is left as it is."""
-    for end in ("rollback", "close"):
-        try:
-            getattr(connection, end)()
-        except Exception:  # noqa: BLE001 - a connection a consumer closed itself, or one already broken
-            pass
-
-
-RESET_SESSION = ("CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
-                 "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES")
-"""What ``DISCARD ALL`` does except ``DEALLOCATE ALL``: psycopg prepares a statement run five times on a connection
-and keeps its name; deallocating it behind the driver's back fails the consumer's next run of that statement
-(``InvalidSqlStatementName``), which no production consumer meets."""
-
-
-class Sessions:
-    """``connect`` for many deliveries: a connection ends each delivery rolled back and, on PostgreSQL, reset with
-    :data:`RESET_SESSION` (its session locks, cursors, settings and temporary tables gone, as a dead process's are;
-    the driver's prepared statements kept, as they are a property of the driver, not of the delivery), then
-    serves the next delivery instead of a new one. Opening a connection costs more than most deliveries."""
-
-    def __init__(self, connect: Callable[[], Connection]) -> None:
-        self._connect = connect
-        self._idle: list[Connection] = []
-        self._lent: dict[int, Connection] = {}
-
-    def __call__(self) -> Connection:
-        try:
-            connection = self._idle.pop()
-        except IndexError:
-            connection = self._connect()
-        self._lent[id(connection)] = connection
-        return connection
-
-    def give_back(self, connection: Connection) -> None:
-        """Roll ``connection`` back and keep it for the next delivery; close it if it cannot be reset."""
-        self._lent.pop(id(connection), None)
-        try:
-            connection.rollback()
-            if type(connection).__module__.startswith("psycopg"):
-                autocommit = connection.autocommit
-                connection.autocommit = True  # the reset runs outside a transaction
-                connection.execute(RESET_SESSION)
-                connection.autocommit = autocommit
-        except Exception:  # noqa: BLE001 - closed by the consumer, or broken: a new one serves next time
-            close_connection(connection)
-        else:
-            self._idle.append(connection)
-
-    def close(self) -> None:
-        """Close every connection kept."""
-        while self._idle:
-            close_connection(self._idle.pop())
-
-    def end_lent(self) -> None:
-        """End the sessions still lent out, held by a delivery the test gave up on, as a dead process's end.
-
-        On PostgreSQL the server terminates each one, so its open transaction and its locks
-        go and nothing else (the next test, dropping the schema) waits for them; on SQLite and
-        DuckDB a statement running is interrupted. A blocked thread cannot be killed: if it ever
-        wakes, its next call on the connection fails.
-        """
-        lent = list(self._lent.values())
-        pids = [pid for connection in lent if (pid := backend_pid(connection))]
-        if not pids:
-            for connection in lent:
-                try:
-                    connection.interrupt()
-                except Exception:  # noqa: BLE001 - no interrupt on this driver, or the connection is closed
-                    pass
-            return
-        try:
-            admin = self._connect()
-        except Exception:  # noqa: BLE001 - the server went away: its sessions went with it
-            return
-        try:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
-            admin.commit()
-        except Exception:  # noqa: BLE001 - refused (another role's session): nothing more to do from here
-            pass
-        finally:
-            close_connection(admin)
-
-
-def backend_pid(connection: Connection | None) -> int | None:
-    """The PostgreSQL server process serving ``connection``; None on another database or when closed."""
-    try:
-        return getattr(getattr(connection, "info", None), "backend_pid", None) or None
-    except Exception:  # noqa: BLE001 - a connection closed or broken has no server process to name
-        return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import numbers
 import random
 from collections.abc import Callable
 from functools import cache
@@ -10,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.operating.day import DAY_SECONDS, NOON, Day, clock_time, run_day
 from idemlib.operating.metrics import SkipRateAlert, quiet_hour, skip_rate
 from idemlib.sim import RunResult
@@ -101,6 +104,8 @@ def _rule(answer: Any) -> SkipRateAlert | str:
         return ("give the rule as a dict {'threshold': ..., 'windows': ..., 'min_handled': ...} "
                 f"(or a tuple of the three in that order), not {answer!r}")
     threshold, windows, floor = values
+    if isinstance(threshold, numbers.Real) and not isinstance(threshold, (bool, int, float)):
+        return f"give the threshold as a plain number, a float such as 0.2, not a {type(threshold).__name__}"
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < float(threshold) <= 1:
         return f"the threshold is a share of deliveries between 0 and 1 (0.2 for 20 %), not {threshold!r}"
     for name, value in (("windows", windows), ("min_handled", floor)):
@@ -205,6 +210,28 @@ def _order(insert_order: Callable[..., Any], ids: tuple[str, ...]) -> list[str] 
     return given
 
 
+def _other_process_order(insert_order: Callable[..., Any], seed: int) -> str | None:
+    """Why another consumer process (another hash seed, other object addresses) would order a batch otherwise, or
+    None when it orders each batch of a sample as this process does."""
+    sample = [second for _, second in _overlapping_batches(seed)[::100]]
+    try:
+        there = in_fresh_process(insert_order, [(list(batch),) for batch in sample], OTHER_MACHINES[0], 1)
+    except Exception as error:  # noqa: BLE001 - any failure of the rerun is the learner's to fix, as a hint
+        return (f"The check reruns your function in a fresh Python process, as another consumer is, and that failed "
+                f"({error}). Import what it uses at the top of its cell.")
+    for batch, text in zip(sample, there):
+        try:
+            theirs = list(ast.literal_eval(text))
+        except (ValueError, SyntaxError, TypeError):  # an iterator or an object: its text holds no order to compare
+            continue
+        mine = _order(insert_order, batch)
+        if isinstance(mine, list) and list(dict.fromkeys(mine)) != list(dict.fromkeys(theirs)):
+            return ("Another consumer is another process, and there your function put the same batch in another "
+                    "order: Python's hash() of a string and id() change from process to process. Two consumers "
+                    "would still insert shared IDs in opposite orders and deadlock. Order by the IDs themselves.")
+    return None
+
+
 @exercise
 def check_batch_order(insert_order: Any, *, seed: int = 11) -> Feedback:
     """Lesson 11: a function from a batch's message IDs to the order its one multi-row ``INSERT … ON CONFLICT DO
@@ -234,6 +261,8 @@ def check_batch_order(insert_order: Any, *, seed: int = 11) -> Feedback:
                         f"{y!r} before {x!r}. Each then waits for the row the other has just inserted and not yet "
                         "committed: the deadlock section 4 shows. What order could every consumer agree on "
                         "without talking to the others, whatever order the broker delivered the batch in?")
+    if (elsewhere := _other_process_order(insert_order, seed)) is not None:
+        return hint(elsewhere)
     return right(f"{BATCH_PAIRS:,} pairs of overlapping batches ({BATCH_PAIRS * BATCH_SIZE:,} IDs) all write their "
                  "shared IDs in one order: a consumer waits for another's row at most, and never both for each "
                  "other's. Case is kept: two IDs that differ only in case are two messages.")

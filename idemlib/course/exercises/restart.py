@@ -180,11 +180,13 @@ def _written_where(answer: Any) -> Any:
     """Where a callable that is not a plain function was written: something with that place's
     ``__globals__`` and ``__module__``, as a function has, or None for a callable of a library.
 
-    A ``functools.partial`` was written where its function was; a callable object where its class was.
+    A ``functools.partial`` was written where its function was (or, for a library's function such as ``sorted``,
+    where a function it is given was: ``partial(sorted, key=lambda ...)``); a callable object where its class was.
     """
-    inner = answer.func if isinstance(answer, functools.partial) else None
-    if isinstance(inner, types.FunctionType):
-        return inner
+    if isinstance(answer, functools.partial):
+        given = [answer.func, *answer.args, *answer.keywords.values()]
+        if (inner := next((part for part in given if isinstance(part, types.FunctionType)), None)) is not None:
+            return inner
     module = sys.modules.get(getattr(type(answer), "__module__", ""))
     if module is None or module.__name__ == "builtins":
         return None
