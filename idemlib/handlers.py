@@ -11,8 +11,9 @@ steps, which is the whole point: the order decides what a crash does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from idemlib.broker import Delivery
 from idemlib.messages import BadMessage, Charge, Message, parse_charge
@@ -60,7 +61,13 @@ class Context:
         return self.delivery.message_id
 
 
-Steps = Iterator[str]
+Steps = Generator[str, None, None]
+"""A handler's run: the name of each step as the handler reaches it. The simulator drives it with
+``next`` and closes it (``close``) when the process dies mid-run, so it is a generator, not any iterator."""
+
+_Result = TypeVar("_Result")
+StepsThen = Generator[str, None, _Result]
+"""Steps that end in a value a caller reads with ``fresh = yield from ...`` (``StepsThen[bool]``)."""
 
 
 class Handler:
@@ -157,7 +164,7 @@ class InboxHandler(Handler):
     """
 
     name = "inbox"
-    steps = ("begin", "record id", "charge", "commit", "ack")
+    steps: tuple[str, ...] = ("begin", "record id", "charge", "commit", "ack")
 
     def __init__(self, *, check_payload: bool = False) -> None:
         # With check_payload, the inbox also stores a fingerprint of the body, so an ID
@@ -185,7 +192,7 @@ class InboxHandler(Handler):
 
     def with_the_charge(self, ctx: Context, charge: Charge) -> Steps:
         """Steps a subclass does inside the transaction, only for a new message, just before the charge."""
-        return iter(())
+        yield from ()
 
 
 class AckFirstHandler(InboxHandler):
@@ -314,7 +321,8 @@ class ProviderHandler(InboxHandler):
         yield from super().run(ctx)
 
     def with_the_charge(self, ctx: Context, charge: Charge) -> Steps:
-        return self._pay(ctx, charge) if self.call == "inside" else iter(())
+        if self.call == "inside":
+            yield from self._pay(ctx, charge)
 
     def _pay(self, ctx: Context, charge: Charge) -> Steps:
         yield "call provider"

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import duckdb
 import pandas as pd
 
-from idemlib.operating.batch import RECORD_IDS, BatchConsumer, BatchSession, drain, setup_queue
 from idemlib.explore import cost_per_message
 from idemlib.handlers import Handler, InboxHandler, NaiveHandler
 from idemlib.messages import Message, parse_charge
+from idemlib.operating.batch import RECORD_IDS, BatchConsumer, BatchSession, drain, setup_queue
 from idemlib.sim import simulate
 from idemlib.stores import PaymentsDatabase, SqlPayments
 from idemlib.stores.sql import Cursor
+
+
+def _with_store(handler: Callable[[], Handler], make: Callable[[], SqlPayments]) -> tuple[Handler, PaymentsDatabase]:
+    return handler(), make()
 
 
 def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages: list[Message],
@@ -36,8 +41,8 @@ def inbox_against_naive(engines: dict[str, Callable[[], SqlPayments]], messages:
     rows = []
     for engine, make in engines.items():
         setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]] = {
-            "naive": lambda make=make: (NaiveHandler(), make()),
-            "inbox": lambda make=make: (InboxHandler(), make()),
+            "naive": partial(_with_store, NaiveHandler, make),
+            "inbox": partial(_with_store, InboxHandler, make),
         }
         measured = [cost_per_message(setups, messages, repeats=repeats) for _ in range(rounds)]
         ratios = [costs["inbox"] / costs["naive"] for costs in measured]
@@ -98,6 +103,9 @@ class CountingCursor:
     def fetchall(self) -> list[tuple[object, ...]]:
         return self._cursor.fetchall()
 
+    def close(self) -> None:
+        self._cursor.close()
+
 
 def statements_per_message(make: Callable[[], SqlPayments], messages: list[Message]) -> pd.DataFrame:
     """How many statements of each kind the naive consumer and the inbox send per message (no faults)."""
@@ -106,7 +114,8 @@ def statements_per_message(make: Callable[[], SqlPayments], messages: list[Messa
         counts: dict[str, int] = {}
         database = make()
         original = database.connect
-        database.connect = lambda: CountingCursor(original(), counts)  # type: ignore[method-assign]
+        # Used up by simulate() in this iteration, so the loop's later values never reach it.
+        database.connect = lambda: CountingCursor(original(), counts)  # type: ignore[method-assign]  # noqa: B023
         simulate(handler, messages, database=database)
         table[handler.name] = {kind: n / len(messages) for kind, n in counts.items()}
     return pd.DataFrame(table).fillna(0.0).rename_axis("statement")
@@ -166,9 +175,9 @@ def batch_throughput(engines: dict[str, Callable[[], SqlPayments]], messages: li
     for engine, make in engines.items():
         database = make()
         for size in batch_sizes:
-            consumer = _best(database, lambda db, size=size: _consumer_seconds(db, messages, size), repeats)
-            alone = _best(database, lambda db, size=size: bulk_insert(db, messages, size, inbox=True), repeats)
-            raw = _best(database, lambda db, size=size: bulk_insert(db, messages, size), repeats)
+            consumer = _best(database, partial(_consumer_seconds, messages=messages, batch_size=size), repeats)
+            alone = _best(database, partial(bulk_insert, messages=messages, batch_size=size, inbox=True), repeats)
+            raw = _best(database, partial(bulk_insert, messages=messages, batch_size=size), repeats)
             rows.append((engine, size, *(len(messages) / seconds for seconds in (consumer, alone, raw))))
     frame = pd.DataFrame(rows, columns=["engine", "batch size", "batched inbox consumer (msg/s)",
                                         "inbox transactions alone (msg/s)", "raw bulk insert (rows/s)"])

@@ -5,8 +5,19 @@ installed with the course); this module keeps the course's imports working.
 """
 
 from deliver_twice.race import Race, two_at_once
-from deliver_twice.steps import (Connection, Crashed, Handle, NotAcknowledged, Sessions, Watch, WatchedConnection,
-                                 WatchedCursor, backend_pid, deliver, describe)
+from deliver_twice.steps import (
+                                 Connection,
+                                 Crashed,
+                                 Handle,
+                                 NotAcknowledged,
+                                 Sessions,
+                                 Watch,
+                                 WatchedConnection,
+                                 WatchedCursor,
+                                 backend_pid,
+                                 deliver,
+                                 describe,
+)
 
 __all__ = ["Connection", "Crashed", "Handle", "NotAcknowledged", "Race", "Sessions", "Watch", "WatchedConnection",
            "WatchedCursor", "backend_pid", "deliver", "describe", "two_at_once"]
