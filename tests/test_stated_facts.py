@@ -4,6 +4,7 @@ the teacher's guide's times and servers, the README's servers, and the paths .gi
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -81,3 +82,12 @@ def test_every_path_gitattributes_names_exists() -> None:
     gone = [pattern for pattern in patterns if not list(ROOT.glob(pattern))]
     assert not gone, f".gitattributes names paths that do not exist (moved?): {gone}"
 
+
+def test_the_warning_filters_hide_the_sites_extensions_deprecations_not_the_courses() -> None:
+    """pyproject.toml's filterwarnings, as pytest applies them inside every test."""
+    with warnings.catch_warnings(record=True) as caught:
+        for module in ("myst_parser.sphinx_ext.myst_refs", "sphinx_book_theme._transforms", "idemlib.course.site"):
+            for category in (DeprecationWarning, PendingDeprecationWarning):
+                warnings.warn_explicit(f"{category.__name__} from {module}", category, "x.py", 1, module=module)
+    assert sorted(str(warning.message) for warning in caught) == [
+        "DeprecationWarning from idemlib.course.site", "PendingDeprecationWarning from idemlib.course.site"]
