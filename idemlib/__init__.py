@@ -6,7 +6,7 @@ databases that keep the money. The lessons import what they need from here.
 """
 
 from idemlib.broker import Broker, DeadLetter, Delivery
-from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, crash_matrix
+from idemlib.explore import RUNNING_EXAMPLE, crash_matrix, fault_sweep
 from idemlib.facts import fact, load_facts
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from idemlib.broker import Delivery
 from idemlib.messages import BadMessage, Charge, Message, parse_charge
@@ -79,6 +80,11 @@ Steps = Generator[str, None, None]
 def no_steps() -> Steps:
     """A job of no steps, for a hook that adds none."""
     yield from ()
+
+
+_Result = TypeVar("_Result")
+StepsThen = Generator[str, None, _Result]
+"""Steps that end in a value a caller reads with ``fresh = yield from ...`` (``StepsThen[bool]``)."""
 
 
 class Handler:

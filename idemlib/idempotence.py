@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
+from idemlib.stores.sql import single_value
+
 SETUP = (
     "CREATE TABLE accounts (account_id INTEGER PRIMARY KEY, balance INTEGER NOT NULL)",
     "INSERT INTO accounts VALUES (7, 0)",
@@ -77,7 +79,7 @@ def balances_after(statement: str, runs: int = 3) -> pd.Series:
     balances = []
     for _ in range(runs):
         db.execute(statement)
-        balances.append(db.execute("SELECT balance FROM accounts WHERE account_id = 7").fetchone()[0])
+        balances.append(single_value(db.execute("SELECT balance FROM accounts WHERE account_id = 7")))
     return pd.Series(balances, index=pd.RangeIndex(1, runs + 1, name="after run"), name="balance (CZK)")
 
 
@@ -87,7 +89,7 @@ def balance_after_each(statements: dict[str, str]) -> pd.Series:
     balances = {}
     for label, statement in statements.items():
         db.execute(statement)
-        balances[label] = db.execute("SELECT balance FROM accounts WHERE account_id = 7").fetchone()[0]
+        balances[label] = single_value(db.execute("SELECT balance FROM accounts WHERE account_id = 7"))
     return pd.Series(balances, name="balance (CZK)").rename_axis("after")
 
 
@@ -97,7 +99,7 @@ def repeat_answers(statement: str, runs: int = 3) -> list[str]:
     said = []
     for _ in range(runs):
         try:
-            written = db.execute(statement).fetchone()[0]
+            written = single_value(db.execute(statement))
             said.append(f"{written} row{'' if written == 1 else 's'} written")
         except duckdb.Error as error:
             said.append(f"error: {type(error).__name__}")

@@ -162,5 +162,6 @@ def compare_strategies(facts: list[dict[str, int]], *, share: float = 0.2, ack_l
         else:  # each source its own draw, so the three do not pick the very same facts
             copies, loss = make_copies(facts, {source: share}, seed=SOURCES.index(source) + 5), 0.0
         for strategy in STRATEGIES:
-            rows.append({"source of duplicates": source, "strategy": strategy, **judge(strategy, copies, facts, ack_loss_rate=loss)})
+            rows.append({"source of duplicates": source, "strategy": strategy,
+                         **judge(strategy, copies, facts, ack_loss_rate=loss)})
     return pd.DataFrame(rows)

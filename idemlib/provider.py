@@ -37,8 +37,8 @@ in :attr:`Behaviour.assumed`.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from idemlib.clock import VirtualClock

@@ -10,8 +10,9 @@ to tell right from wrong (three wrong answers and two right ones at the least).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -20,8 +20,6 @@ import pytest
 from idemlib.course.lessons import lesson_paths
 
 
-
-
 @pytest.fixture(scope="module")
 def site_url(site):
     out, _ = site
@@ -58,7 +56,8 @@ def test_every_page_loads_cleanly_with_its_images_sidebar_and_folded_answers(bro
         listed = [link.split("#")[0].split("/")[-1] for link in sidebar]
         assert all(lesson in listed or lesson == name for lesson in LESSON_PAGES + PROSE), f"{name}: sidebar {listed}"
         if name in LESSON_PAGES:
-            images = page.evaluate("[...document.images].filter(i => i.src.includes('_images')).map(i => i.complete && i.naturalWidth > 0)")
+            images = page.evaluate("[...document.images].filter(i => i.src.includes('_images'))"
+                                   ".map(i => i.complete && i.naturalWidth > 0)")
             assert images and all(images), f"{name}: an image did not load"
             assert page.locator(".bd-article h2 a.headerlink").count() > 0, f"{name}: headings need links"
             on_this_page = page.locator(".bd-sidebar-secondary nav.page-toc").inner_text()
@@ -137,13 +136,15 @@ def assert_drawn_size(page, name):
     })""")
     assert images, f"{name}: no plot"
     for image in images:
-        assert abs(image["shown"] - image["drawn"]) <= 1, f"{name}: a plot drawn {image['drawn']}px wide shows at {image['shown']:.0f}px"
+        assert abs(image["shown"] - image["drawn"]) <= 1, \
+            f"{name}: a plot drawn {image['drawn']}px wide shows at {image['shown']:.0f}px"
         if image["scrolls"]:
             assert image["focusable"] and image["label"].startswith("Figure, scrolls sideways"), (name, image)
     pictures = page.evaluate("""[...document.querySelectorAll('svg.idemlib-frame')].filter(svg => svg.getClientRects().length)
         .map(svg => ({shown: svg.getBoundingClientRect().width, drawn: parseFloat(svg.getAttribute('width')),
                       player: Boolean(svg.closest('.idemlib-player')) && svg.closest('.idemlib-player').tabIndex === 0,
-                      rows: [...svg.querySelectorAll('g.idemlib-row rect')].map(r => [getComputedStyle(r).width, r.getAttribute('width')])}))""")
+                      rows: [...svg.querySelectorAll('g.idemlib-row rect')]
+                        .map(r => [getComputedStyle(r).width, r.getAttribute('width')])}))""")
     for picture in pictures:
         assert abs(picture["shown"] - picture["drawn"]) <= 1 and picture["player"], (name, picture)
         # No site style reaches inside a picture (Bootstrap's .row > * once stretched each row's box to 960 px).

@@ -5,16 +5,27 @@ from __future__ import annotations
 import pytest
 
 from idemlib.case_study import account_service
-from idemlib.case_study.design_review import (MISTAKES, SAFE, Design, at_once, crash_matrix, five_questions, race,
-                                              payout_after_key_window, reproduce_mistakes, review, run)
-from idemlib.case_study.retry_day import applications, retry_policies
-from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
-from idemlib.messages import BadMessage, Message
+from idemlib.case_study.design_review import (
+    MISTAKES,
+    SAFE,
+    Design,
+    at_once,
+    crash_matrix,
+    five_questions,
+    payout_after_key_window,
+    race,
+    reproduce_mistakes,
+    review,
+    run,
+)
 from idemlib.case_study.mortgage import APPLICATION_42, AccountService, open_account_message, parse_open_account
 from idemlib.case_study.outbox import ApprovalService, RelayCrashed
+from idemlib.case_study.retry_day import applications, retry_policies
 from idemlib.case_study.slow_payout import LoanRecordsBank, PayoutInProgress, slow_payout
 from idemlib.explore import fault_points
+from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.long_work.inprogress import run_long
+from idemlib.messages import BadMessage, Message
 from idemlib.sim import simulate
 
 pytest_plugins = ["idemlib.operating.pytest_plugin"]

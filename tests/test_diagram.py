@@ -7,13 +7,13 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from idemlib import Crash, FaultPlan, InboxHandler, LostAck, Message, NaiveHandler, RUNNING_EXAMPLE, simulate
-from idemlib.pictures.diagram import OKABE_ITO, TINT, alt_text, frame_svg
+from idemlib import RUNNING_EXAMPLE, Crash, FaultPlan, InboxHandler, LostAck, Message, NaiveHandler, simulate
 from idemlib.faults import LostResponse
 from idemlib.handlers import Context, Handler, ProviderHandler, Steps
 from idemlib.messages import parse_charge, payment_stream
-from idemlib.provider import PaymentProvider
+from idemlib.pictures.diagram import OKABE_ITO, TINT, alt_text, frame_svg
 from idemlib.pictures.scenes import scenes_of, steps_of
+from idemlib.provider import PaymentProvider
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
-
 IDEMPOTENT = {"set the status": True, "take 40 off the balance": False,
               "record the payment under the next number": False, "upsert the status": True, "delete a cart": True,
               "add cart 11 unless it exists": True}

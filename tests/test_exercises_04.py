@@ -280,7 +280,8 @@ NOTEBOOK_MODULES = []  # the modules notebook_function made, for the test to ins
 
 NOTEBOOK = ["import uuid", 'NS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")\nSEEN = {}\nPREFIX = "old"',
             'PREFIX = "pay"\ndef call_key(s, m, c):\n    return str(uuid.uuid5(NS, f"{PREFIX}:{s}:{m}:{c}"))',
-            "def remembered(s, m, c):\n    return SEEN.setdefault((s, m, c), str(uuid.uuid4()))\nfor n in range(3):\n    SEEN[n] = n",
+            "def remembered(s, m, c):\n    return SEEN.setdefault((s, m, c), str(uuid.uuid4()))\n"
+            "for n in range(3):\n    SEEN[n] = n",
             "import functools\ndef glue(sep, s, m, c):\n    return sep.join((s, m, c))\nkey = functools.partial(glue, '|')",
             "class Maker:\n    def __init__(self):\n        self.started = str(uuid.uuid4())\n    def __call__(self, s, m, c):\n"
             "        return f'{self.started}:{s}:{m}:{c}'\nmaker = Maker()"]

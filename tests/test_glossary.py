@@ -7,7 +7,7 @@ import copy
 import nbformat
 import pytest
 
-from idemlib.course.glossary import GLOSSARY, link_first_uses, terms
+from idemlib.course.glossary import link_first_uses, terms
 from idemlib.course.lessons import LESSONS, lesson_paths
 
 ENTRIES = terms()

@@ -17,11 +17,11 @@ import os
 
 import nbformat
 import pytest
+from grading_cases import KEY_RIGHT, RIGHT, handed_in, swap_answer_and_check, tiny_lesson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grading_cases import KEY_RIGHT, RIGHT, handed_in, swap_answer_and_check, tiny_lesson
 from idemlib.course.grade import MAX_BYTES, Grade, grade_folder, plain_text, read_hand_in
 from idemlib.course.lessons import LESSONS
 from idemlib.course.publish import student_copy

@@ -14,9 +14,9 @@ import threading
 
 import nbformat
 import pytest
+from grading_cases import RIGHT, handed_in, tiny_lesson
 from nbformat.v4 import new_code_cell
 
-from grading_cases import RIGHT, handed_in, tiny_lesson
 from idemlib.course import sandbox
 from idemlib.course.grade import Grade, grade_folder
 

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import need, need_postgres
+
 from idemlib.broker import Broker
 from idemlib.clock import VirtualClock
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import Crash, FaultPlan
-from idemlib.long_work.inprogress import (BACKED_OFF, CLAIM_LOST, COMPLETED, ROW_TWICE, STUCK, TAKEN_OVER, WAITED,
-                                          InProgressHandler, outcome_of_effects, records_database, run_long)
+from idemlib.long_work.inprogress import (
+    BACKED_OFF,
+    CLAIM_LOST,
+    COMPLETED,
+    ROW_TWICE,
+    STUCK,
+    TAKEN_OVER,
+    WAITED,
+    InProgressHandler,
+    outcome_of_effects,
+    records_database,
+    run_long,
+)
 from idemlib.long_work.sizing import deadline_situations, inprogress_matrix, lease_choices, outcomes_by_engine
 from idemlib.servers import NATS
 from idemlib.trace import Trace
@@ -201,7 +212,8 @@ def test_the_lesson_shows_the_same_outcomes_on_duckdb_and_postgresql():
     handlers = {"deadline 60 s": InProgressHandler(2 * LEASE)}
     table = outcomes_by_engine(inprogress_matrix(handlers), "deadline 60 s", handlers)
     assert list(table.columns) == ["DuckDB", "PostgreSQL"]
-    assert table["DuckDB"].tolist() == table["PostgreSQL"].tolist() == list(EXPECTED["deadline, key, row with completion"].values())
+    expected = list(EXPECTED["deadline, key, row with completion"].values())
+    assert table["DuckDB"].tolist() == table["PostgreSQL"].tolist() == expected
 
 
 def test_a_heartbeat_keeps_a_short_claim_from_a_copy_while_a_crashed_one_is_taken_over():

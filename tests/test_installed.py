@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from other_users import REPOSITORY, as_account, installed_course, learner_account, python_for_anyone
 
+
 @pytest.fixture(scope="module")
 def environment() -> Iterator[Path]:
     if python_for_anyone() is None:

@@ -20,8 +20,16 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from idemlib.course import solutions
-from idemlib.course.copies import (BACKUPS, MANIFEST, is_blank, make_copies, older_copies, refresh,
-                                   report_older_copies, status_report)
+from idemlib.course.copies import (
+    BACKUPS,
+    MANIFEST,
+    is_blank,
+    make_copies,
+    older_copies,
+    refresh,
+    report_older_copies,
+    status_report,
+)
 from idemlib.course.exercises.feedback import Feedback, blank, hint, right
 from idemlib.course.glossary import terms
 from idemlib.course.lessons import LESSONS, ROOT, lesson_paths

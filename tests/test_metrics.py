@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from idemlib.stores import DuckDBPayments
 from idemlib.operating.day import NOON, Day, run_day
 from idemlib.operating.metrics import SkipRateAlert, delivery_signals, diagnose, skip_rate
+from idemlib.stores import DuckDBPayments
 
 WINDOW = 900
 ALERT = SkipRateAlert()
@@ -74,9 +74,9 @@ def test_a_skip_rate_needs_a_positive_window():
 
 
 def test_the_handling_alert_leads_on_a_slow_handler_and_stays_silent_on_a_storm_and_a_quiet_day():
-    from idemlib.course.exercises.lesson_11 import lesson_days
     from idemlib.operating.day import NOON
     from idemlib.operating.metrics import handling_alert
+    from idemlib.operating.three_days import lesson_days
 
     days = lesson_days()
     assert handling_alert(days["slow from noon"].trace, 30.0) == NOON + 900

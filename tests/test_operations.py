@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from idemlib import InboxHandler, Message, NaiveHandler, payment_stream
+from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.operating.costs import inbox_against_naive, record_ids_duckdb, statements_per_message
 from idemlib.operating.day import NOON, Day, clock_time, run_day
-from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.operating.libraries import LIBRARIES, deliver_twice_to_each
 from idemlib.operating.metrics import compare_signals
 from idemlib.operating.replay import POISON, dead_letter_replay, repair_amount

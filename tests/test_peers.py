@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import need
 import redis
+from conftest import need
 
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import Crash, FaultPlan, LostAck

@@ -6,11 +6,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from idemlib.pictures import plots  # noqa: E402
-from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, crash_matrix  # noqa: E402
+from idemlib.explore import RUNNING_EXAMPLE, crash_matrix, fault_sweep  # noqa: E402
 from idemlib.faults import Crash, FaultPlan  # noqa: E402
 from idemlib.handlers import InboxHandler, NaiveHandler, WorkFirstHandler  # noqa: E402
 from idemlib.messages import payment_stream  # noqa: E402
+from idemlib.pictures import plots  # noqa: E402
 from idemlib.sim import simulate  # noqa: E402
 
 

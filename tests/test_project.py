@@ -125,7 +125,8 @@ def _words(text: str) -> str:
 def test_a_quote_from_the_reference_card_or_article_stands_in_it_word_for_word():
     texts = _words(" ".join(path.read_text(encoding="utf-8") for path in REFERENCE_TEXTS.glob("*.txt")))
     facts = load_facts()
-    cited = facts[facts["source"].str.startswith(("reference card", "the reference card", "reference article", "the reference article"))]
+    cited = facts[facts["source"].str.startswith(("reference card", "the reference card",
+                                                  "reference article", "the reference article"))]
     assert len(cited) >= 10
     misquoted = [name for name, row in cited.iterrows() if _words(row["quote"]) not in texts]
     assert misquoted == []

@@ -112,7 +112,8 @@ def test_a_rival_that_starts_long_after_the_hold_would_end_still_races_as_the_le
     if engine_name.startswith("PostgreSQL"):
         need_postgres()
     make = {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments, "SQLite, busy timeout 0": lambda: SQLitePayments(busy_timeout=0),
-            "PostgreSQL": lambda: postgres_at("READ COMMITTED"), "PostgreSQL, REPEATABLE READ": lambda: postgres_at("REPEATABLE READ")}
+            "PostgreSQL": lambda: postgres_at("READ COMMITTED"),
+            "PostgreSQL, REPEATABLE READ": lambda: postgres_at("REPEATABLE READ")}
     hold = 0.05
     delay = random.Random(f"{engine_name} {first_commits}").uniform(4, 8) * hold
     outcome = race(make[engine_name](), first_commits=first_commits, hold_seconds=hold, handler=LateRival(delay))

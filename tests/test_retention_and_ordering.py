@@ -3,22 +3,48 @@
 from __future__ import annotations
 
 import pytest
-from conftest import need
-from conftest import need_postgres
+from conftest import need, need_postgres
 
-from idemlib.course.exercises.lesson_10 import INCIDENTS, KEEP_IDS
 from idemlib.facts import fact_seconds
-from idemlib.retention_and_ordering.horizon import (DAY, HOUR, DatedInbox, RetentionConfig, example_configs,
-                                                    late_duplicate, play_incident, retention_sweep, table_growth)
+from idemlib.retention_and_ordering.horizon import (
+    DAY,
+    HOUR,
+    INCIDENTS,
+    KEEP_IDS,
+    DatedInbox,
+    RetentionConfig,
+    example_configs,
+    late_duplicate,
+    play_incident,
+    retention_sweep,
+    table_growth,
+)
 from idemlib.retention_and_ordering.jetstream_log import JetStreamLog
-from idemlib.retention_and_ordering.offsets import (STEPS, CrashAt, Projection, consume, fold_outcomes,
-                                                    offset_crash_matrix, rebuild_projection)
+from idemlib.retention_and_ordering.offsets import (
+    STEPS,
+    CrashAt,
+    Projection,
+    consume,
+    fold_outcomes,
+    offset_crash_matrix,
+    rebuild_projection,
+)
 from idemlib.retention_and_ordering.ordered_log import MemoryLog
-from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, PAID, REFUNDED, WRITERS, OrderTable,
-                                                     Writer, arrival_orders, explore_orderings, interleaved_orders,
-                                                     ordering_counts, run_twice_table)
-from idemlib.retention_and_ordering.pruning import (PruningBench, duckdb_delete_behaviour, measure_pruning,
-                                                    partition_locks)
+from idemlib.retention_and_ordering.ordering import (
+    HISTORY,
+    OTHER_HISTORY,
+    PAID,
+    REFUNDED,
+    WRITERS,
+    OrderTable,
+    Writer,
+    arrival_orders,
+    explore_orderings,
+    interleaved_orders,
+    ordering_counts,
+    run_twice_table,
+)
+from idemlib.retention_and_ordering.pruning import PruningBench, duckdb_delete_behaviour, measure_pruning, partition_locks
 from idemlib.retention_and_ordering.republish import republish_table
 from idemlib.retention_and_ordering.ttl import redis_expiry, ttl_late_duplicates, ttl_reads
 from idemlib.servers import NATS

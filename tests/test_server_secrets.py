@@ -16,7 +16,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-
 from other_users import path_for_anyone, python_for_anyone
 
 from idemlib.servers import NATS, POSTGRES, REDIS

@@ -3,9 +3,9 @@ import re
 import pandas as pd
 import pytest
 
+from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, interleavings
 from idemlib.faults import Crash, FaultPlan, LostAck
 from idemlib.handlers import InboxHandler, NaiveHandler
-from idemlib.explore import RUNNING_EXAMPLE, fault_sweep, interleavings
 from idemlib.messages import BadMessage, Message, payment_stream
 from idemlib.sim import simulate
 from idemlib.stores import SQLitePayments

@@ -10,8 +10,8 @@ import pytest
 
 from idemlib.messages import Message
 from idemlib.operating import consumers
-from idemlib.operating.steps import Crashed, Sessions, Watch, deliver
 from idemlib.operating.consumer_thread import Blocked
+from idemlib.operating.steps import Crashed, Sessions, Watch, deliver
 from idemlib.operating.testing import NotIdempotent, assert_idempotent, idempotency_report
 
 pytest_plugins = ["idemlib.operating.pytest_plugin"]

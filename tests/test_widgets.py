@@ -6,8 +6,8 @@ from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.faults import FaultPlan, LostAck
 from idemlib.handlers import NaiveHandler
 from idemlib.messages import payment_stream
-from idemlib.sim import simulate
 from idemlib.pictures.widgets import PAGE_FRAMES, StepThrough, player_html
+from idemlib.sim import simulate
 
 SVG = "{http://www.w3.org/2000/svg}"
 

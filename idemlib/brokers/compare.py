@@ -193,7 +193,8 @@ def plot_source_grid(results: list[pd.DataFrame], ax: Axes | None = None) -> Axe
         x, y = brokers.index(run["broker"]), len(SOURCES) - 1 - SOURCES.index(run["source"])
         reached = run["charges without inbox"] > 1
         caught = run["charges with inbox"] == 1
-        kind = reaches if reached else answered if cell(run["source"], run["charges without inbox"]) == NOT_REDELIVERED else caught_here
+        not_redelivered = cell(run["source"], run["charges without inbox"]) == NOT_REDELIVERED
+        kind = reaches if reached else answered if not_redelivered else caught_here
         colour, hatch = styles[kind]
         ax.add_patch(Rectangle((x + 0.03, y + 0.05), 0.94, 0.9, facecolor=colour, hatch=hatch, edgecolor="white",
                                linewidth=0, alpha=0.85))

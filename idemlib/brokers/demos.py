@@ -7,6 +7,7 @@ NATS JetStream, or on the model that stands in for a server that is not running.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import pandas as pd
 
@@ -53,7 +54,7 @@ def redelivery_hint(open_channel: ChannelFactory, message: Message, *, committed
 
 def crash_on_every_delivery(open_channel: ChannelFactory, message: Message) -> tuple[pd.DataFrame, list[dict]]:
     """A consumer that dies on every delivery of a poison message: the deliveries, then what was dead-lettered."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     with open_channel() as channel:
         channel.publish(message, str(message.message_id))
         while (delivery := channel.receive()) is not None:
@@ -71,7 +72,7 @@ def publish_around_the_window(open_channel: ChannelFactory, message: Message) ->
     Returns one row per publish (stored or dropped, and the stream sequence where the
     broker answers with one) and how many copies the consumer then receives.
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     with open_channel() as channel:
         for label, retry, wait in (("first send", False, False), ("retry at once", True, False),
                                    ("send after the window", False, True)):

@@ -172,7 +172,7 @@ class JetStreamChannel:
             if (msg := await fetch(timeout)) is not None:
                 return msg
             info = await self._sub.consumer_info()
-            due = info.num_pending + info.num_ack_pending > 0
+            due = (info.num_pending or 0) + (info.num_ack_pending or 0) > 0
             return await fetch(patience) if due and patience > 0 else None
         msg = run(fetch_patiently())
         if msg is None:
@@ -217,7 +217,7 @@ class JetStreamChannel:
         for sequence in self._terminated:
             raw = run(self._js.get_msg(self.stream, sequence))
             headers = raw.headers or {}
-            letters.append((Message(headers.get("Event-Id"), json.loads(raw.data)),
+            letters.append((Message(headers.get("Event-Id"), json.loads(raw.data or b"")),
                             {"reason": "terminated (+TERM)", "stream sequence": sequence,
                              "Nats-Msg-Id": headers.get("Nats-Msg-Id")}))
         self._terminated = []

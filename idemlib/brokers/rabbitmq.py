@@ -232,7 +232,7 @@ class RabbitChannel:
 
     def dead_letters(self) -> list[tuple[Message, dict[str, Any]]]:
         """Take every message waiting in the dead-letter queue, with its headers (x-death says why)."""
-        letters = []
+        letters: list[tuple[Message, dict[str, Any]]] = []
         while True:
             method, properties, body = self._channel.basic_get(self.dead_letter_queue, auto_ack=True)
             if method is None:

@@ -79,9 +79,13 @@ class Channel(AbstractContextManager["Channel"], Protocol):
     recognises by its sequence number) or a new send.
     """
 
-    name: str
-    claims: tuple[str, ...]
-    """The duplicate sources the broker's own feature claims to remove (none for a plain queue)."""
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """The duplicate sources the broker's own feature claims to remove (none for a plain queue)."""
+        ...
 
     def publish(self, message: Message, key: str, *, retry: bool = False) -> bool:
         """Send ``message``; True when the broker stored it, False when it dropped it as a duplicate."""

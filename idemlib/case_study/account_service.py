@@ -19,7 +19,7 @@ import psycopg
 from idemlib.case_study.mortgage import APPLICATION_42, open_account_message
 from idemlib.operating.steps import Connection, Watch, deliver, two_at_once
 from idemlib.operating.testing import idempotency_report
-from idemlib.stores.sql import inbox_table
+from idemlib.stores.sql import inbox_table, single_value
 
 
 def tables(*, unique_application: bool) -> Callable[[Connection], None]:
@@ -61,7 +61,7 @@ def race(connect: Callable[[], Connection], message: Any, *, unique_application:
     try:
         tables(unique_application=unique_application)(setup)
         setup.commit()
-        isolation = setup.execute("SHOW transaction_isolation").fetchone()[0]
+        isolation = single_value(setup.execute("SHOW transaction_isolation"))
     finally:
         setup.close()
     played = two_at_once(handle, connect, message, pause_before=2)

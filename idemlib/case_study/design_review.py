@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from idemlib.case_study.loan_bank import LoanBank
+from idemlib.case_study.mortgage import APPLICATION_42, AccountService, open_account_message
 from idemlib.explore import fault_points, interleavings
 from idemlib.facts import fact_number
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.messages import Message
-from idemlib.case_study.loan_bank import LoanBank
-from idemlib.case_study.mortgage import APPLICATION_42, AccountService, open_account_message
 from idemlib.provider import Behaviour, PaymentProvider, Response, behaviours
 from idemlib.sim import simulate
 

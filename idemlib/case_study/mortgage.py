@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from idemlib.case_study.loan_bank import LoanSession
-from idemlib.handlers import Context, Handler, ProviderError, Steps
+from idemlib.handlers import Context, Handler, ProviderError, Steps, StepsThen
 from idemlib.messages import BadMessage, Charge, Message
 
 GUARDS = ("none", "check outside", "memory", "inbox", "unique application", "version")
@@ -74,8 +74,9 @@ class AccountService(Handler):
     ``payout_key`` is what it sends with the payout: ``"derived"`` (``<message ID>:payout``,
     the same on every retry of one message), ``"approval"`` (``application-<id>-v<version>:payout``,
     derived from the business fact, the approval the payout is for, so the same for any message about
-    it, a copy re-sent under a new message ID included, and another for a later approval), ``"per attempt"`` (a fresh UUID each time, as a key made up
-    on the receiving side would be) or ``"none"`` (the key is not passed on). ``payout=False``
+    it, a copy re-sent under a new message ID included, and another for a later approval),
+    ``"per attempt"`` (a fresh UUID each time, as a key made up on the receiving side would be)
+    or ``"none"`` (the key is not passed on). ``payout=False``
     leaves the payout out.
 
     ``keep_hours`` is how long the inbox keeps a processed ID: the service's own retention,
@@ -161,7 +162,7 @@ class AccountService(Handler):
         yield "ack"
         ctx.ack()
 
-    def _already_done(self, ctx: Context, db: LoanSession, order: OpenAccount) -> Iterator[str]:
+    def _already_done(self, ctx: Context, db: LoanSession, order: OpenAccount) -> StepsThen[bool]:
         """Open the transaction and apply the guard's test; the generator returns True for a duplicate.
 
         The unguarded service and the unique constraint open the account in this step:
@@ -221,7 +222,7 @@ class AccountService(Handler):
             return f"application-{order.application_id}-v{order.version}:payout"
         return str(uuid.uuid4()) if self.payout_key == "per attempt" else None
 
-    def _pay(self, ctx: Context, order: OpenAccount) -> Generator[str, None, bool]:
+    def _pay(self, ctx: Context, order: OpenAccount) -> StepsThen[bool]:
         """In the step that opens the account: the payout call, or a reconciling service's payout intent.
 
         Returns whether this delivery wrote the intent (False when an earlier one had, or none is kept).

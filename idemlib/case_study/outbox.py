@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import duckdb
 
-from idemlib.messages import Message
 from idemlib.case_study.mortgage import open_account_message
+from idemlib.messages import Message
 
 
 class RelayCrashed(RuntimeError):

@@ -11,6 +11,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -19,7 +20,7 @@ from idemlib.pictures.plots import OKABE_ITO
 BLUE, ORANGE, GREEN, VERMILLION = (OKABE_ITO[name] for name in ("blue", "orange", "bluish green", "vermillion"))
 
 
-def _bars(ax, labels: list[str], series: dict[str, tuple[list[int], str, str]]) -> None:
+def _bars(ax: Axes, labels: list[str], series: dict[str, tuple[list[int], str, str]]) -> None:
     """Grouped horizontal bars, one group per label, each series with its colour and hatch, values written."""
     height = 0.8 / len(series)
     y = np.arange(len(labels))

@@ -9,6 +9,7 @@ with faults drawn the same way on every rerun.
 from __future__ import annotations
 
 import random
+from typing import TypedDict
 
 import pandas as pd
 
@@ -49,7 +50,13 @@ class SometimesSlow(Handler):
 DAY_FAULTS = FaultPlan(crash_rate=0.02, ack_loss_rate=0.05, seed=3)
 """Section 3's day: 2 % of steps crash and 5 % of acks are lost, drawn the same way on every rerun."""
 
-RETRY_POLICIES = {
+
+class RetryPolicy(TypedDict):
+    max_deliveries: int
+    visibility_timeout: float
+
+
+RETRY_POLICIES: dict[str, RetryPolicy] = {
     "retries on: 5 attempts, 30 s lease": {"max_deliveries": 5, "visibility_timeout": 30.0},
     "retries off: 1 attempt": {"max_deliveries": 1, "visibility_timeout": 30.0},
     "more carefully: 2 attempts, 120 s lease": {"max_deliveries": 2, "visibility_timeout": 120.0},

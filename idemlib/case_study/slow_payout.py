@@ -23,8 +23,15 @@ import pandas as pd
 from idemlib.case_study.design_review import Design
 from idemlib.case_study.loan_bank import LoanBank, LoanSession
 from idemlib.case_study.mortgage import APPLICATION_42, parse_open_account
-from idemlib.long_work.inprogress import (BACKED_OFF, LEASE_SECONDS, TAKEN_OVER, InProgressHandler, RecordsDuckDB,
-                                          RecordSession, run_long)
+from idemlib.long_work.inprogress import (
+    BACKED_OFF,
+    LEASE_SECONDS,
+    TAKEN_OVER,
+    InProgressHandler,
+    RecordsDuckDB,
+    RecordSession,
+    run_long,
+)
 from idemlib.messages import Charge, Message
 from idemlib.sim import DEFAULT_STEP_SECONDS, RunResult, simulate
 

@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("folder", nargs="?", type=Path,
                         help="html/student/copy/refresh: where to write (default build/html, build/student, my-lessons); "
                              "grade: the submissions")
-    parser.add_argument("names", nargs="*", help="refresh: the lessons to refresh (01 or its file name; default every older copy)")
+    parser.add_argument("names", nargs="*",
+                        help="refresh: the lessons to refresh (01 or its file name; default every older copy)")
     parser.add_argument("--from", dest="lessons", type=Path,
                         help="copy/refresh: the full lessons' folder (default IDEMLIB_LESSONS, else the course's notebooks/)")
     parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")

@@ -60,14 +60,17 @@ class Budget:
 
     def __init__(self, limits: Any) -> None:
         """``limits``: a :class:`idemlib.course.sandbox.Limits` (its processes, sandbox memory and CPUs)."""
-        self.limits, self.kind, self.groups = limits, budget_kind(), []
+        self.limits, self.kind = limits, budget_kind()
+        self.groups: list[Path] = []
 
     def __enter__(self) -> Budget:
         name = f"run-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
         quota = int(self.limits.cpus * 100_000)
         try:
             if self.kind == "cgroup v2":
-                group = _v2_parent() / name
+                if (parent := _v2_parent()) is None:
+                    raise OSError("the sandboxes' control group could not be made")
+                group = parent / name
                 group.mkdir()
                 self.groups = [group]
                 (group / "memory.max").write_text(str(self.limits.sandbox_memory_bytes))

@@ -89,7 +89,8 @@ def dump(value: Any, keep: Callable[[Any], int] | None = None) -> Any:
 
 
 def _plain_scalar(item: Any) -> Any:
-    for plain in (bool, int, float, str, bytes):
+    plains: tuple[type[Any], ...] = (bool, int, float, str, bytes)
+    for plain in plains:
         if isinstance(item, plain):
             try:
                 return plain(item)

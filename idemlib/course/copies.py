@@ -21,7 +21,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -157,7 +157,7 @@ def refresh(folder: Path, names: list[str] | None = None, lessons: Path | None =
                    if key in new_cells and not (cell.cell_type == "code" and is_blank(cell))]
         for key in carried:
             new_cells[key].source = kept[key].source
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         backup = folder / BACKUPS / f"{target.stem}.{stamp}.ipynb"
         backup.parent.mkdir(exist_ok=True)
         for second in range(2, 1000):  # refreshed twice within a second: a backup is never replaced

@@ -49,7 +49,8 @@ MAX_BYTES = 16 << 20  # a hand-in's file; a lesson with its outputs is well unde
 PROBLEMS = ("not a notebook", "no lesson", "wrong lesson", "timed out", "run failed", "not read",
             "more than one hand-in", "could not be graded")
 # Control characters (C0, DEL, C1), ANSI escape sequences, and the marks that reorder text on screen.
-UNSAFE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+UNSAFE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+                    r"|[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def plain_text(value: str, limit: int = 2000) -> str:
@@ -172,6 +173,7 @@ def _judged(steps: list[dict[str, Any]], lesson: NotebookNode, class_: Class, *,
     judge = subprocess.Popen([sys.executable, "-m", "idemlib.course.judge", str(to_judge_read), str(from_judge_write)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              pass_fds=(to_judge_read, from_judge_write), env={**os.environ, "PYTHONPATH": search})
+    assert judge.stdin is not None and judge.stdout is not None  # both are pipes, asked for above
     os.close(to_judge_read)
     os.close(from_judge_write)
     said = bytearray()
@@ -335,7 +337,7 @@ def grade_folder(folder: Path, out: Path, *, lessons_folder: Path = LESSONS, exp
             sandbox.check_dedicated_user(sys.executable, [*hidden, package])
 
         def one(student: str, name: str, path: Path | None, problem: str) -> list[Grade]:
-            if problem:
+            if problem or path is None:  # a hand-in without a problem has its one notebook
                 verdict = "more than one hand-in" if problem.startswith("the folder holds") else "not read"
                 return [Grade(student, name, "", "", verdict, note=problem)]
             try:

@@ -148,13 +148,13 @@ class Referee:
             args, kwargs = load(message.get("args", [])), load(message.get("kwargs", {}))
             if restart:  # the function started again in a fresh process, here in the sandbox (a restarted consumer)
                 how, value = self.bounded("the answer's function, restarted", self.cell_seconds,
-                                          lambda: dump(_restarted(function, args, kwargs)))
+                                          lambda: dump(_restarted(function, args, kwargs)))  # noqa: B023 - run now
             elif mode == "each":  # a batch of calls, one trip: the check's call_each
                 how, value = self.bounded("the answer's function", self.cell_seconds,
-                                          lambda: dump([function(*one) for one in args], self._keep))
+                                          lambda: dump([function(*one) for one in args], self._keep))  # noqa: B023
             else:
                 how, value = self.bounded("the answer's function", self.cell_seconds,
-                                          lambda: dump(function(*args, **kwargs), self._keep))
+                                          lambda: dump(function(*args, **kwargs), self._keep))  # noqa: B023
             if how == "ok":
                 reply = {"result": value}
             elif how == "timed out":
@@ -230,7 +230,8 @@ RESTART: list[types.ModuleType] = []  # the real runner, bound before the stand-
 
 
 def _restarted(function: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """What ``function`` returns in a fresh process on another machine (:func:`~idemlib.course.exercises.restart.in_fresh_process`)."""
+    """What ``function`` returns in a fresh process on another machine
+    (:func:`~idemlib.course.exercises.restart.in_fresh_process`)."""
     [restart] = RESTART
     machine = restart.Machine(*kwargs["machine"])
     return restart.in_fresh_process(function, [tuple(item) for item in args], machine, int(kwargs["seed"]))
@@ -253,7 +254,7 @@ def install_stand_ins(stand_ins: dict[str, dict[str, Any]]) -> None:
         module = types.ModuleType(name, "A stand-in while grading: the checks' code stays with the grader.")
         module.__dict__.update({key: load(value) for key, value in parts["constants"].items()})
         module.__dict__.update({check: stand_in_check(check) for check in parts["checks"]})
-        module.__getattr__ = _kept_with_the_grader(name)
+        module.__dict__["__getattr__"] = _kept_with_the_grader(name)
         modules[name] = module
     for name, module in modules.items():
         parent, _, child = name.rpartition(".")
@@ -266,7 +267,7 @@ def install_stand_ins(stand_ins: dict[str, dict[str, Any]]) -> None:
     if feedback is not None and "idemlib.course.exercises" in modules:
         exported = ("Feedback", "blank", "hint", "not_judged", "one_of", "right")
         modules["idemlib.course.exercises"].__dict__.update({key: getattr(feedback, key) for key in exported})
-        modules["idemlib.course.exercises"].feedback = feedback
+        modules["idemlib.course.exercises"].__dict__["feedback"] = feedback
 
 
 def _kept_with_the_grader(module: str) -> Any:

@@ -123,7 +123,7 @@ def check_call(source: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, A
             return {"answer": len(expressions) - 1}
 
     positional = [plan(node) for node in call.args]
-    keywords = {keyword.arg: plan(keyword.value) for keyword in call.keywords}
+    keywords = {keyword.arg: plan(keyword.value) for keyword in call.keywords if keyword.arg is not None}
     return positional, keywords, expressions
 
 

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cache
@@ -175,8 +175,8 @@ def bubblewrap_command(inner: list[str], limits: Limits, hidden: list[Path], *, 
     # The scratch tmpfs first, so Python or the course living under /tmp (a test's venv) still shows through.
     command += ["--dev", "/dev", "--perms", "1777", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
                 "--proc", "/proc", "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp"]
-    for path in SYSTEM:
-        command += ["--ro-bind", path, path]
+    for system in SYSTEM:
+        command += ["--ro-bind", system, system]
     for link in ("bin", "lib", "lib64", "sbin"):
         if Path(f"/{link}").is_symlink():
             command += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
@@ -237,10 +237,12 @@ def command_for(argv: list[str], *, mode: str, uid: int | None, limits: Limits, 
         processes = limits.processes if uid is not None else _own_processes() + limits.processes + OTHERS_ROOM
         return _prlimit(limits, processes) + bubblewrap_command(inner, limits, hidden,
                                                                 readable=readable_paths(course))
+    if uid is None:  # never run a learner's code as the caller: the dedicated user is the whole point
+        raise ValueError(f"{mode} needs the uid of the user to run as")
     return _prlimit(limits, limits.processes) + _as_user(uid) + environment + argv
 
 
-def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: list[Path] = (),
+def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
         mode: str | None = None, fds: dict[str, int] | None = None, course: Path | None = None) -> Outcome:
     """Run ``argv`` confined, feed it ``stdin``, and collect what it writes on its report pipe
     (whose number is put in place of ``{report}`` in ``argv``) until it ends or its time is up.
@@ -252,7 +254,7 @@ def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: lis
     with tempfile.TemporaryDirectory(prefix="idemlib-sandbox-") as folder, \
             (user_of_its_own() if own_user else nullcontext(None)) as uid, Budget(limits) as budget:
         scratch = Path(folder)
-        if mode == DEDICATED_USER:
+        if mode == DEDICATED_USER and uid is not None:  # a dedicated user is had only as root
             os.chown(scratch, uid, uid)
         read_end, write_end = os.pipe()
         fds["report"] = write_end
@@ -263,6 +265,7 @@ def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: lis
                                                   scratch=scratch, course=course)
         child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  pass_fds=tuple(fds.values()), cwd=scratch, start_new_session=True)
+        assert child.stdin is not None and child.stderr is not None  # both are pipes, asked for above
         for fd in fds.values():
             os.close(fd)
         report, errors = bytearray(), bytearray()

@@ -146,7 +146,8 @@ def _reader_table(text: str) -> str:
 
 # Names the theme's and MyST-NB's buttons give themselves that differ from the words they show (WCAG 2.5.3,
 # "label in name"): without them, a button is named by its visible words, as a speech-input user says them.
-MISMATCHED_NAMES = re.compile(r'(<button class="btn search-button-field[^>]*?|<summary)\s+aria-label="(?:Search|Toggle hidden content)"')
+MISMATCHED_NAMES = re.compile(r'(<button class="btn search-button-field[^>]*?|<summary)'
+                              r'\s+aria-label="(?:Search|Toggle hidden content)"')
 
 
 def _finish_pages(out: Path) -> None:

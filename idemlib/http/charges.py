@@ -68,9 +68,11 @@ def parse_json(raw: bytes, example: str) -> Any:
     try:
         return json.loads(raw or b"")
     except RecursionError:
-        raise Refused(400, "Body nested too deeply", f"The JSON nests too deeply to read. Send a flat object such as {example}.") from None
+        raise Refused(400, "Body nested too deeply",
+                      f"The JSON nests too deeply to read. Send a flat object such as {example}.") from None
     except ValueError:
-        raise Refused(400, "Body is not JSON", f"Send a JSON object such as {example} with Content-Type: application/json.") from None
+        raise Refused(400, "Body is not JSON",
+                      f"Send a JSON object such as {example} with Content-Type: application/json.") from None
 
 
 def parse_charge_body(raw: bytes) -> dict[str, Any]:

@@ -100,7 +100,7 @@ def retry_conflicts(database: SqlPayments, work: Callable[[Cursor], T]) -> T:
             result = work(cursor)
             cursor.execute("COMMIT")
             return result
-        except (WriteConflict, *database.conflict_errors):
+        except (WriteConflict, *database.conflict_errors):  # type: ignore[misc]  # mypy reads no starred except
             if attempt == CONFLICT_ATTEMPTS - 1:
                 raise
             time.sleep(0.002 * 2**attempt)
@@ -153,7 +153,8 @@ class KeyStore:
                              deadline=now + self.in_progress_seconds)
             if found is None:
                 cursor.execute("INSERT INTO idempotency_keys (client_id, key, fingerprint, created_at, claim, deadline) "
-                               "VALUES (?, ?, ?, ?, ?, ?)", (client, key, fingerprint, mine.created_at, mine.claim, mine.deadline))
+                               "VALUES (?, ?, ?, ?, ?, ?)",
+                               (client, key, fingerprint, mine.created_at, mine.claim, mine.deadline))
             else:
                 cursor.execute("UPDATE idempotency_keys SET fingerprint = ?, created_at = ?, claim = ?, deadline = ?, "
                                "status = NULL, body = NULL WHERE client_id = ? AND key = ?",
@@ -162,7 +163,7 @@ class KeyStore:
 
         try:
             return retry_conflicts(self.database, attempt)
-        except (WriteConflict, *self.database.conflict_errors):
+        except (WriteConflict, *self.database.conflict_errors):  # type: ignore[misc]  # as in retry_conflicts
             return "busy", None
 
     def complete(self, cursor: Cursor, mine: KeyRecord, status: int, body: dict[str, Any]) -> bool:
@@ -183,7 +184,7 @@ class KeyStore:
         If even this fails (the database is gone, or still contested), the deadline
         frees the key later.
         """
-        steps = [lambda cursor: self.release(cursor, mine)]
+        steps: list[Callable[[Cursor], object]] = [lambda cursor: self.release(cursor, mine)]
         if answer is not None:
             steps.insert(0, lambda cursor: self.complete(cursor, mine, *answer))
         for step in steps:

@@ -24,8 +24,8 @@ PROBLEM_TYPE = "application/problem+json"
 TYPES_PATH = "/problems/"
 
 KEY_RULES = ("An Idempotency-Key is a Structured Field String (RFC 8941): 1 to 255 visible ASCII characters between "
-             "double quotes, such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\", the same on every attempt of one operation. Keys belong to "
-             "the client the bearer token authenticates; no client can meet another's.")
+             "double quotes, such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\", the same on every attempt of one "
+             "operation. Keys belong to the client the bearer token authenticates; no client can meet another's.")
 
 TYPES: dict[str, tuple[str, str]] = {
     "idempotency-key-required": ("Idempotency-Key required", "POST /charges was sent without an Idempotency-Key. "

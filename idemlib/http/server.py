@@ -49,7 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
                  **{code: (name, BaseHTTPRequestHandler.responses[code][1]) for code, name in RFC9110_PHRASES.items()}}
 
     def setup(self) -> None:
-        self.timeout = self.server.client_timeout  # every read and write on the socket waits at most this long
+        self.timeout = self.server.client_timeout  # type: ignore[misc]  # per server, not per class; every read and write on the socket waits at most this long
         super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name

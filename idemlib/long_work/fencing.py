@@ -28,12 +28,13 @@ import pandas as pd
 import psycopg
 
 from idemlib.stores import PostgresPayments
+from idemlib.stores.sql import single_value
 
 MESSAGE, KEY = "m-7f3", "m-7f3:charge"
 DEADLINE = "30 seconds"
 """How far ahead of the database's ``now()`` a claim or a heartbeat sets the deadline."""
 
-SCHEMA = f"""
+SCHEMA = """
 CREATE TABLE claims (
     message_id text PRIMARY KEY,
     status     text NOT NULL,
@@ -148,7 +149,7 @@ def race_on_postgres() -> pd.DataFrame:
         s.run("A", "A marks claim 1 completed", COMPLETE, ("ch_A", MESSAGE, 1))
         s.run("B", "B marks claim 2 completed", COMPLETE, ("ch_B", MESSAGE, 2))
         final = s.connections["A"].execute("SELECT status, claim, result FROM claims").fetchone()
-        charges = s.connections["A"].execute("SELECT count(*) FROM provider_keys").fetchone()[0]
+        charges = single_value(s.connections["A"].execute("SELECT count(*) FROM provider_keys"))
         s.connections["A"].commit()
         table = pd.DataFrame(s.rows).rename_axis("step")
         table.index += 1

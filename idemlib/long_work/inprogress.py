@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -190,7 +190,7 @@ class InProgressHandler(Handler):
 
     def run(self, ctx: Context) -> Steps:
         charge = self.read(ctx.delivery.message)
-        db: RecordSession = ctx.db
+        db = cast(RecordSession, ctx.db)  # the database of this handler (InProgressPayments) opens these
         yield "claim"
         now = ctx.now()
         deadline = None if self.deadline_seconds is None else now + self.deadline_seconds

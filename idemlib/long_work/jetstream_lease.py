@@ -50,7 +50,7 @@ async def _hold(extend: bool, ack_wait: float, hold: float, every: float) -> dic
                 try:
                     await asyncio.wait_for(done.wait(), timeout=every)
                     return  # told to stop: no in-progress ack goes out after the work is over
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 # Sent as a request, so the server confirms it (msg.in_progress() sends the same +WPI unconfirmed).
                 await connection.request(first.reply, b"+WPI", timeout=ack_wait)
@@ -73,7 +73,8 @@ async def _hold(extend: bool, ack_wait: float, hold: float, every: float) -> dic
         info = await subscription.consumer_info()
         # How many went out depends on the wall clock; that each was confirmed in time does not.
         extensions = f"every {every:g} s, each confirmed by the server" if confirmed else "none"
-        return {"in-progress acks": extensions, "redelivered while held": redelivered, "deliveries": info.delivered.consumer_seq,
+        return {"in-progress acks": extensions, "redelivered while held": redelivered,
+                "deliveries": info.delivered.consumer_seq if info.delivered else 0,
                 "left unacked": info.num_ack_pending}
     finally:
         await js.delete_stream(name)
@@ -95,5 +96,6 @@ def extend_on_jetstream(ack_wait: float = 1.5, hold: float = 3.2) -> pd.DataFram
 
 
 def jetstream_ready() -> bool:
-    """True when the real NATS server answers. When it does not, say why and how to start it, or raise where servers are required."""
+    """True when the real NATS server answers. When it does not, say why and how to start it, or raise where
+    servers are required."""
     return ready(NATS.unavailable(), "The JetStream run is skipped; the simulator's runs above show the same.")

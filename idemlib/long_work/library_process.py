@@ -23,8 +23,11 @@ from typing import Any
 import redis
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency import base as _library_base
-from aws_lambda_powertools.utilities.idempotency.exceptions import (IdempotencyAlreadyInProgressError,
-                                                                     IdempotencyKeyError, IdempotencyValidationError)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyKeyError,
+    IdempotencyValidationError,
+)
 from aws_lambda_powertools.utilities.idempotency.persistence import base as _persistence_base
 from aws_lambda_powertools.utilities.idempotency.persistence import datarecord as _datarecord
 from aws_lambda_powertools.utilities.idempotency.persistence import redis as _redis_layer
@@ -81,7 +84,8 @@ class PeerSettings:
                                    payload_validation_jmespath="[order_id, amount]" if self.payload_validation else "",
                                    raise_on_no_idempotency_key=self.raise_on_no_key)
         if self.time_left is not None:
-            config.register_lambda_context(RemainingTime(round(self.time_left * 1000)))
+            # A stand-in, not a LambdaContext: the library reads only get_remaining_time_in_millis.
+            config.register_lambda_context(RemainingTime(round(self.time_left * 1000)))  # type: ignore[arg-type]
         return config
 
 
@@ -119,8 +123,8 @@ class _RunClock:
 
         class RunDateTime(datetime.datetime):
             @classmethod
-            def now(cls_, tz: datetime.tzinfo | None = None) -> datetime.datetime:  # noqa: N805 - a classmethod
-                return datetime.datetime.fromtimestamp(EPOCH + cls.now, tz)
+            def now(cls_, tz: datetime.tzinfo | None = None) -> RunDateTime:  # noqa: N805 - a classmethod
+                return cls_.fromtimestamp(EPOCH + cls.now, tz)
 
         return types.SimpleNamespace(**{**vars(datetime), "datetime": RunDateTime})
 
@@ -142,7 +146,7 @@ class RunClockRedis:
             self._client.delete(name)
             self._client.hdel(self._expiries, name)
 
-    def get(self, name: str) -> bytes | None:
+    def get(self, name: str) -> bytes | str | None:
         self._forget_if_expired(name)
         return self._client.get(name)
 
@@ -171,7 +175,8 @@ with warnings.catch_warnings():
         """The library's Redis layer, pausing before it claims and before it completes, so the parent can kill there."""
 
         def __init__(self, gate: Callable[[str], str], client: RunClockRedis) -> None:
-            super().__init__(client=client)
+            # RunClockRedis takes the str keys and number expiries the library passes: narrower than its protocol.
+            super().__init__(client=client)  # type: ignore[arg-type]
             self._gate = gate
 
         def save_inprogress(self, data: dict[str, Any], remaining_time_in_millis: int | None = None) -> None:

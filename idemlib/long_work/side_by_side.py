@@ -108,7 +108,7 @@ def _tabulate(runs: dict[str, tuple[tuple[Any, ...], dict[str, Any]]]) -> pd.Dat
     return pd.DataFrame({label: future.result().summary() for label, future in zip(runs, started)}).T
 
 
-def raised_or_killed(settings: PeerSettings = PeerSettings()) -> pd.DataFrame:
+def raised_or_killed(settings: PeerSettings = PeerSettings()) -> pd.DataFrame:  # noqa: B008 - frozen, so one is safe
     """The function raising an error, beside the process killed, at the same two points: before and after its charge.
 
     The library deletes its record when the decorated function raises, so the

@@ -99,6 +99,9 @@ class CountingCursor:
     def fetchall(self) -> list[tuple[object, ...]]:
         return self._cursor.fetchall()
 
+    def close(self) -> None:
+        self._cursor.close()
+
 
 def _pair(handler: Callable[[], Handler], make: Callable[[], PaymentsDatabase]) -> tuple[Handler, PaymentsDatabase]:
     return handler(), make()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import psycopg
 
-from idemlib.stores.sql import inbox_table
+from idemlib.stores.sql import inbox_table, single_value
 
 INSERT_ID = "INSERT INTO processed_messages (message_id) VALUES (%s) ON CONFLICT DO NOTHING"
 
@@ -62,7 +62,7 @@ class _Consumer:
 
 
 def _waiting(observer: psycopg.Connection, pid: int) -> bool:
-    return bool(observer.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (pid,)).fetchone()[0])
+    return bool(single_value(observer.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (pid,))))
 
 
 def overlapping_batches(connect: Callable[[], psycopg.Connection], batches: dict[str, Sequence[str]],
@@ -92,7 +92,7 @@ def overlapping_batches(connect: Callable[[], psycopg.Connection], batches: dict
                 if not consumer.busy:
                     consumer.settle()
             time.sleep(0.005)
-        stored = observer.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
+        stored = single_value(observer.execute("SELECT count(*) FROM processed_messages"))
     finally:
         for consumer in consumers:
             if consumer.thread is not None:

@@ -40,7 +40,7 @@ def _axes_words(axes: Any) -> str:
 
 def describe(figure: Figure) -> str:
     """The figure in words: its title (the finding), then for each plot what it plots and its key."""
-    suptitle = figure._suptitle.get_text() if figure._suptitle is not None else ""  # noqa: SLF001 - no public getter
+    suptitle = figure.get_suptitle()
     panels = [words for axes in figure.axes if axes.get_visible() and (words := _axes_words(axes))]
     sentences = [_words(suptitle)] if suptitle else []
     sentences += panels

@@ -88,7 +88,8 @@ def _queue(scene: Scene, x: float, y: float, w: float) -> tuple[list[str], float
         colour, glyph, _ = QUEUE_STATES.get(entry.state, (MUTED, "?", entry.state))
         current = entry.message_id == scene.message_id
         parts.append(f'<g class="message" data-id={quoteattr(entry.message_id)} data-state={quoteattr(entry.state)}>')
-        lines = _short(queue_words(entry), 60).replace(", ", ",\n", 1).split("\n") if entry.state != "acked" else [queue_words(entry)]
+        words = queue_words(entry)
+        lines = _short(words, 60).replace(", ", ",\n", 1).split("\n") if entry.state != "acked" else [words]
         height = 34 + 18 * len(lines)
         parts.append(_box(x, top, w, height, stroke=colour, fill=TINT[colour], width=3 if current else 1.5,
                           dash="5 4" if entry.state in ("acked", "dead-lettered") else ""))
@@ -140,7 +141,8 @@ def row_words(row: Row) -> str:
     """What a written row holds: ``1042 · $40 · m-7f3`` in payments, the message ID in processed_messages."""
     if row.table != "payments":
         return row.message_id
-    return f"{row.order_id if row.order_id is not None else '?'} · ${row.amount if row.amount is not None else '?'} · {row.message_id}"
+    order = row.order_id if row.order_id is not None else "?"
+    return f"{order} · ${row.amount if row.amount is not None else '?'} · {row.message_id}"
 
 
 def row_state(row: Row) -> str:
@@ -233,7 +235,8 @@ def _money(scene: Scene, x: float, y: float, w: float) -> tuple[list[str], float
     colour = VERMILLION if verdict.startswith("✕") else GREEN if verdict.startswith("✓") else MUTED
     owed = f"  ·  owed ${scene.owed}" if scene.owed is not None else ""
     height = 62 if verdict else 40
-    return (['<g class="total" data-total="%d"%s>' % (scene.total, f' data-owed="{scene.owed}"' if scene.owed is not None else ""),
+    owed_attribute = f' data-owed="{scene.owed}"' if scene.owed is not None else ""
+    return ([f'<g class="total" data-total="{scene.total:d}"{owed_attribute}>',
              _box(x, y, w, height, stroke=colour, fill=TINT[colour], width=2.5),
              _text(x + 12, y + 26, f"total charged ${scene.total}{owed}", size=18, weight="bold"),
              _text(x + 12, y + 50, verdict, size=15, weight="bold") if verdict else "", "</g>"], y + height)

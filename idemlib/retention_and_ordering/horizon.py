@@ -20,7 +20,7 @@ import pandas as pd
 
 from idemlib.facts import fact_seconds, load_facts
 from idemlib.retention_and_ordering.pruning import scratch_schema
-from idemlib.stores.sql import inbox_table
+from idemlib.stores.sql import inbox_table, single_value
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -127,10 +127,10 @@ class DatedInbox:
         self.db.execute("DELETE FROM payments")
 
     def remembered(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM processed_messages").fetchone()[0])
+        return int(single_value(self.db.execute("SELECT count(*) FROM processed_messages")))
 
     def total_charged(self) -> int:
-        return int(self.db.execute("SELECT coalesce(sum(amount), 0) FROM payments").fetchone()[0])
+        return int(single_value(self.db.execute("SELECT coalesce(sum(amount), 0) FROM payments")))
 
 
 def late_copy(retention: float, arrive_at: float, *, what: str = "a late copy arrives",
@@ -219,7 +219,7 @@ def table_growth(messages_per_day: int, days: int, retention_days: int | None = 
             if retention_days is not None:
                 duck.execute(f"DELETE FROM processed_messages WHERE processed_on <= {day - retention_days}")
             duck.execute("CHECKPOINT")
-            count = duck.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
+            count = single_value(duck.execute("SELECT count(*) FROM processed_messages"))
             row = {"day": day + 1, "rows": count, "DuckDB file (MB)": os.path.getsize(path) / 1e6}
             if pg is not None:
                 total, index = pg.day(day, first, (day + 1) * messages_per_day, messages_per_day, retention_days)
@@ -249,8 +249,8 @@ class _PostgresGrowth:
         if retention_days is not None:
             self.connection.execute("DELETE FROM processed_messages WHERE processed_on <= %s", (day - retention_days,))
             self.connection.execute("VACUUM processed_messages")
-        total, index = self.connection.execute("SELECT pg_total_relation_size('processed_messages'), "
-                                               "pg_indexes_size('processed_messages')").fetchone()
+        [(total, index)] = self.connection.execute("SELECT pg_total_relation_size('processed_messages'), "
+                                                   "pg_indexes_size('processed_messages')").fetchall()
         return int(total), int(index)
 
     def close(self) -> None:
@@ -287,6 +287,25 @@ class Incident:
             enqueued = self.redriven
         delivered = max(enqueued, self.consumers_back)
         return delivered if delivered < enqueued + queue_retention else None
+
+
+KEEP_IDS = 6 * DAY
+"""The inbox of lesson 10's incidents keeps IDs for 6 days (144 hours); exercise 1 asks which it survives."""
+
+INCIDENTS = (
+    Incident("A", sent=50 * 60, redriven=5 * DAY),
+    Incident("B", sent=50 * 60, redriven=3 * DAY, consumers_back=6.5 * DAY),
+    Incident("C", sent=50 * 60, redriven=10 * DAY),
+    Incident("D", sent=50 * 60, redriven=15 * DAY),
+    Incident("E", sent=50 * 60, consumers_back=3.5 * DAY),
+)
+"""Lesson 10's incidents (exercise 1 judges an inbox on them), on an SQS standard queue keeping messages 4 days
+with a dead-letter queue keeping them 14 days (both from ``data/facts.csv``): the producer's retry of m-7f3,
+50 minutes after the first publish,
+A: fails, is dead-lettered, and the DLQ is redriven on day 5 (after the queue's 4 days, inside the inbox's 6, so
+comparing with the queue's retention instead of the inbox's gets it wrong); B: the same, redriven on day 3, but
+consumers are down from the redrive until day 6.5; C: redriven on day 10; D: redriven on day 15; E: no failure,
+consumers down until day 3.5."""
 
 
 def play_incident(incident: Incident, retention: float, queue_retention: float, dlq_retention: float,

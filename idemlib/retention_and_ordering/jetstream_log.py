@@ -60,7 +60,7 @@ class JetStreamLog:
         async def connect() -> Any:
             connection = await nats.connect(url or NATS.url(), connect_timeout=3, allow_reconnect=False)
             stream = connection.jetstream()
-            window = {} if duplicate_window is None else {"duplicate_window": duplicate_window}
+            window: dict[str, Any] = {} if duplicate_window is None else {"duplicate_window": duplicate_window}
             await stream.add_stream(name=self.name, subjects=[f"{self.name}.>"], **window)
             return connection, stream
 

@@ -21,7 +21,7 @@ class Record:
     seq: int
     subject: str
     data: dict[str, Any]
-    ack: Callable[[], None]
+    ack: Callable[[], object]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import duckdb
 import pandas as pd
 
-from idemlib.stores.sql import Cursor, inbox_table
+from idemlib.stores.sql import Cursor, inbox_table, single_value
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def run_repeatedly(cursor: Cursor, statement: str, times: int, *, totals: bool) 
     for _ in range(times):
         run(statement)
     read = "SELECT paid FROM order_totals" if totals else "SELECT balance FROM accounts"
-    return int(run(read).fetchone()[0])
+    return int(single_value(run(read)))
 
 
 def run_twice_table(cursors: dict[str, Cursor]) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import pandas as pd
 import psycopg
 
 from idemlib.retention_and_ordering.pruning import ScratchSchema, scratch_schema
+from idemlib.stores.sql import single_value
 
 DAY_SECONDS = 86_400
 PARENT = """CREATE TABLE inbox_daily (
@@ -114,7 +115,7 @@ def partition_lifecycle(url: str | None = None) -> pd.DataFrame:
         job.execute(f"DROP TABLE {_partition(0)}")
         step("a late copy of a message from the dropped day",
              f"INSERT INTO inbox_daily VALUES ('m-7f3', {_day(0)})", behind_report=False)
-        version = job.execute("SHOW server_version").fetchone()[0]
+        version = single_value(job.execute("SHOW server_version"))
     finally:
         job.close()
         schema.drop()

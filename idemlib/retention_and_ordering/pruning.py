@@ -19,13 +19,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import duckdb
 import pandas as pd
 import psycopg
 
 from idemlib.stores.postgres_store import postgres_url
-from idemlib.stores.sql import inbox_table
+from idemlib.stores.sql import inbox_table, single_value
 
 _runs = itertools.count(1)
 
@@ -133,7 +134,7 @@ class PruningBench:
             run(f"VACUUM ANALYZE {table}")
 
     def count(self, table: str) -> int:
-        return int(self.connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        return int(single_value(self.connection.execute(f"SELECT count(*) FROM {table}")))
 
     def prune_batched(self) -> tuple[int, int]:
         """Delete the oldest day from the plain table in batches, one transaction each; (rows, batches)."""
@@ -264,8 +265,8 @@ class PruningBench:
         how busy the machine is)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.connection.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted",
-                                       (pid,)).fetchone()[0]:
+            if single_value(self.connection.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted",
+                                       (pid,))):
                 return
             time.sleep(0.01)
         raise TimeoutError(f"backend {pid} never waited for a lock")
@@ -291,6 +292,10 @@ class PruningBench:
     def close(self) -> None:
         self.connection.close()
         self.schema.drop()
+
+
+def _keep_outcome(prune: Callable[[], object], outcome: list[object]) -> None:
+    outcome.append(prune())
 
 
 def measure_pruning(days: int = 4, rows_per_day: int = 10_000, batch: int = 1_000, reader_seconds: float = 0.4,
@@ -325,7 +330,7 @@ def measure_pruning(days: int = 4, rows_per_day: int = 10_000, batch: int = 1_00
     try:
         for label, (table, prune) in runs.items():
             outcome: list[object] = []
-            frame = bench.insert_latencies(table, lambda prune=prune, outcome=outcome: outcome.append(prune()))
+            frame = bench.insert_latencies(table, partial(_keep_outcome, prune, outcome))
             pruned = outcome[0] is not False
             frame.attrs["rows"] = rows_per_day if pruned else 0
             frame.attrs["outcome"] = "day pruned" if pruned else "gave up, retry later"
@@ -370,7 +375,7 @@ def duckdb_delete_behaviour(rows: int = 200_000) -> pd.DataFrame:
     steps = []
 
     def note(what: str) -> None:
-        count = db.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
+        count = single_value(db.execute("SELECT count(*) FROM processed_messages"))
         steps.append((what, count, round(os.path.getsize(path) / 1e6, 2)))
 
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -28,9 +29,9 @@ from idemlib.retention_and_ordering.ordered_log import OrderedLog
 SHORT_WINDOW = 0.2
 """Seconds of duplicate window for the case that waits it out (the server keeps its own default)."""
 
-CHARGE = {"message_id": "m-7f3", "order_id": 1042, "amount": 40}
+CHARGE: dict[str, Any] = {"message_id": "m-7f3", "order_id": 1042, "amount": 40}
 """Order 1042 charged \\$40: the message the producer publishes twice."""
-OTHER_CHARGE = {"message_id": "m-2d9", "order_id": 2077, "amount": 15}
+OTHER_CHARGE: dict[str, Any] = {"message_id": "m-2d9", "order_id": 2077, "amount": 15}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ its time to live has passed: a read, or a ``SET NX``, finds it absent at once.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pandas as pd
 
@@ -16,6 +17,7 @@ from idemlib.clock import VirtualClock
 from idemlib.retention_and_ordering.horizon import DAY, HOUR
 from idemlib.stores.cache import real_redis
 from idemlib.stores.keyvalue import KeyValueTable
+
 MODEL_DELETION_DELAY = 2 * DAY
 """The longest deletion delay lesson 06's key-value model draws: the course's assumption, not an AWS figure."""
 
@@ -92,7 +94,7 @@ def redis_expiry(ttl_ms: int = 500, key: str = "idemlib:l10:msg:m-7f3") -> pd.Da
     client = real_redis()
     client.delete(key)
     try:
-        steps = [("first delivery: SET NX PX", client.set(key, 1, nx=True, px=ttl_ms))]
+        steps: list[tuple[str, Any]] = [("first delivery: SET NX PX", client.set(key, 1, nx=True, px=ttl_ms))]
         steps.append(("duplicate, within the time to live: SET NX PX", client.set(key, 1, nx=True, px=ttl_ms)))
         time.sleep(2 * ttl_ms / 1000)
         steps.append(("after the time to live: EXISTS", client.exists(key)))

@@ -33,9 +33,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from idemlib.servers.secret import SecretUnsafe
+from idemlib.servers.secret import SecretUnsafe, write_private
 from idemlib.servers.secret import secret as learners_secret
-from idemlib.servers.secret import write_private
 
 STARTUP_SECONDS = 60.0
 STOP_SECONDS = 20.0
@@ -104,7 +103,7 @@ class Kind(ABC):
         """Why the server at ``url`` (which took the login) is not one the lessons can use, or None when it is."""
         return None
 
-    def after_start(self, url: str) -> None:
+    def after_start(self, url: str) -> None:  # noqa: B027 - a hook: most kinds need nothing
         """Anything the course needs on the server once it answers (PostgreSQL: the ``idemlib`` database)."""
 
     def portable(self, binary: Path, folder: Path) -> Path:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 
-NAMES = ("postgres", "redis", "nats", "rabbitmq", "chromium")
-"""What ``IDEMLIB_REQUIRE_SERVERS`` may list."""
+from idemlib.servers.catalogue import SERVERS
+
+NAMES = (*SERVERS, "chromium")
+"""What ``IDEMLIB_REQUIRE_SERVERS`` may list: every server, and the browser the site's tests drive."""
 
 
 class ServerMissing(RuntimeError):

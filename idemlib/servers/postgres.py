@@ -131,7 +131,7 @@ def version(url: str) -> str:
     import psycopg
 
     with psycopg.connect(url, connect_timeout=2) as connection:
-        number = connection.execute("SHOW server_version").fetchone()[0]
+        [(number,)] = connection.execute("SHOW server_version").fetchall()
     return f"PostgreSQL {number.split()[0]}"
 
 

@@ -9,7 +9,7 @@ together: that is the lesson.
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import redis
 
@@ -49,10 +49,11 @@ def what_it_is(cache: Cache) -> dict[str, str]:
     if isinstance(cache, MemoryCache):
         return {"server": "in-process model", "answers as Redis": "", "maxmemory (bytes, 0: no limit)": "",
                 "maxmemory-policy": "", "appendonly": "", "save (snapshots)": ""}
-    info = cache.info("server")
+    server = cast(redis.Redis, cache)  # not the model: a client of a real server
+    info = server.info("server")
     name = str(info.get("server_name", "redis"))
-    config = {**cache.config_get("maxmemory"), **cache.config_get("maxmemory-policy"),
-              **cache.config_get("appendonly"), **cache.config_get("save")}
+    config: dict[Any, Any] = {**server.config_get("maxmemory"), **server.config_get("maxmemory-policy"),
+              **server.config_get("appendonly"), **server.config_get("save")}
     return {"server": f"{name.capitalize()} {info.get(f'{name}_version', info.get('redis_version'))}",
             "answers as Redis": str(info.get("redis_version")), "maxmemory (bytes, 0: no limit)": config["maxmemory"],
             "maxmemory-policy": config["maxmemory-policy"], "appendonly": config["appendonly"],

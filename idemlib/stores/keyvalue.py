@@ -114,7 +114,7 @@ class KeyValueSession:
         marker, and a duplicate whose stored fingerprint differs raises :class:`IdReused`.
         """
         key = f"msg#{message_id}"
-        marker = {"message_id": message_id, "fingerprint": fingerprint}
+        marker: dict[str, Any] = {"message_id": message_id, "fingerprint": fingerprint}
         if self._ttl is not None:
             marker["expires_at"] = self._table.clock.now() + self._ttl
         if self._write(key, marker, if_absent=True):
@@ -129,7 +129,8 @@ class KeyValueSession:
         return f"msg#{message_id}" in self._table.items
 
     def charge(self, order_id: int, amount: int, message_id: str) -> None:
-        self._write(self._table.new_key(f"pay#{message_id}"), {"order_id": order_id, "amount": amount, "message_id": message_id}, if_absent=False)
+        self._write(self._table.new_key(f"pay#{message_id}"),
+                    {"order_id": order_id, "amount": amount, "message_id": message_id}, if_absent=False)
 
 
 class KeyValuePayments:

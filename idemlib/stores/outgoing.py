@@ -13,7 +13,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from idemlib.stores.sql import SCHEMA
+from idemlib.stores.sql import SCHEMA, single_value
 
 DESIGNS = ("publish after the commit", "outgoing row in the transaction")
 
@@ -54,7 +54,7 @@ def crash_before_publishing(message_id: str = "m-7f3") -> pd.DataFrame:
         published: list[str] = []
         first = _deliver(db, design, message_id, published, dies_before_publishing=True)
         second = _deliver(db, design, message_id, published, dies_before_publishing=False)
-        charges = db.execute("SELECT count(*) FROM payments").fetchone()[0]
+        charges = single_value(db.execute("SELECT count(*) FROM payments"))
         rows.append({"design": design, "delivery 1": first, "delivery 2": second, "charges": charges,
                      "events published": len(published)})
     return pd.DataFrame(rows).set_index("design")

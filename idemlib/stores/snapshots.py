@@ -62,7 +62,8 @@ def late_duplicate(database: SqlPayments, *, b_reads_first: bool, message_id: st
         b.rollback()
     except WriteConflict as conflict:
         signal, error = signal_of(conflict), str(conflict).splitlines()[0]
-    return LateDuplicate(engine=database.engine, version=version, b_before_a_commits="BEGIN and a read" if b_reads_first else "BEGIN only",
+    return LateDuplicate(engine=database.engine, version=version,
+                         b_before_a_commits="BEGIN and a read" if b_reads_first else "BEGIN only",
                          b_insert=signal, error=error)
 
 

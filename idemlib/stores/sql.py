@@ -63,6 +63,22 @@ class WriteConflict(Exception):
 class Cursor(Protocol):
     def execute(self, sql: str, parameters: Any = ...) -> Any: ...
     def fetchall(self) -> list[tuple[Any, ...]]: ...
+    def close(self) -> None: ...
+
+
+class Rows(Protocol):
+    def fetchone(self) -> Any: ...
+
+
+def single_value(rows: Rows) -> Any:
+    """The one value a query such as ``SELECT count(*)`` returns, from any engine's cursor.
+
+    A query that returned no row is a bug in the query, so it raises rather than reading ``None[0]``.
+    """
+    row = rows.fetchone()
+    if row is None:
+        raise LookupError("the query returned no row, where one value was expected")
+    return row[0]
 
 
 class PaymentsSession:

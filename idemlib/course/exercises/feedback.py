@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import html
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +111,7 @@ def hint(message: str) -> Feedback:
     return Feedback(False, message)
 
 
-def call_each(function: Any, arguments: list[tuple[Any, ...]]) -> list[Any]:
+def call_each(function: Any, arguments: Sequence[tuple[Any, ...]]) -> list[Any]:
     """``function`` called on each tuple of ``arguments``, in order. A check that calls an answer's function on
     many inputs calls it through this: while grading, the function is in the hand-in's sandbox, and a graded
     answer's function takes the calls in batches (one trip to the sandbox for thousands of calls, not one each)."""
@@ -146,7 +146,8 @@ def _spelling(name: str) -> str:
     return " ".join(name.split()).casefold()
 
 
-def one_each(answer: Any, keys: Iterable[str], options: Iterable[str], what: str, keys_named: str = "") -> dict[str, str] | Feedback:
+def one_each(answer: Any, keys: Iterable[str], options: Iterable[str], what: str,
+             keys_named: str = "") -> dict[str, str] | Feedback:
     """``answer`` as a dict from each of ``keys`` to one of the named ``options`` (:func:`one_of`), or the hint
     that says what is off: the keys (``keys_named`` says what they are), or ``what`` of the first key whose
     value is not one of the options."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, TypedDict
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.faults import Crash, FaultPlan, LostAck
@@ -41,7 +41,7 @@ def _whole_number(value: Any) -> int | None:
         value = value.strip()
         return int(value) if value.isdigit() else None
     if isinstance(value, numbers.Real) and float(value).is_integer():
-        return int(value)
+        return int(float(value))
     return None
 
 
@@ -71,7 +71,7 @@ def check_charges_per_message(answer: Any) -> Feedback:
     """
     if (missing := blank(answer, "a dict mapping each payment ID to how many times it is charged")) is not None:
         return missing
-    names = [message.message_id for message in MORNING]
+    names = [str(message.message_id) for message in MORNING]
     if not isinstance(answer, dict) or set(answer) != set(names):
         return hint(f"Answer with a dict whose keys are exactly {names}, each mapped to a whole number of charges.")
     given = {name: _whole_number(value) for name, value in answer.items()}
@@ -86,7 +86,15 @@ def check_charges_per_message(answer: Any) -> Feedback:
     return hint(f"{len(wrong)} of {len(names)} are not right yet. {_MORNING_HINTS[wrong[0]]}")
 
 
-REPLAY_DAY = {"messages": 60, "ack_loss_rate": 0.3, "crash_rate": 0.1, "max_deliveries": 1, "consumers": 4}
+class ReplayDay(TypedDict):
+    messages: int
+    ack_loss_rate: float
+    crash_rate: float
+    max_deliveries: int
+    consumers: int
+
+
+REPLAY_DAY: ReplayDay = {"messages": 60, "ack_loss_rate": 0.3, "crash_rate": 0.1, "max_deliveries": 1, "consumers": 4}
 """Exercise 2's day: 60 payments, 30% of acks lost, a 10% chance of a crash before each step, one delivery each."""
 
 

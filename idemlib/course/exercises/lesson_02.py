@@ -12,7 +12,7 @@ from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, o
 from idemlib.explore import crash_matrix
 from idemlib.handlers import NaiveHandler
 from idemlib.sim import OUTCOMES
-from idemlib.stores.sql import SCHEMA
+from idemlib.stores.sql import SCHEMA, single_value
 
 __all__ = ["check_inbox_insert", "check_naive_crashes"]
 
@@ -29,8 +29,9 @@ stored ID for a prefix of the new one makes them collide, the other way round fr
 and ``m-8a1``), ``order-1042`` ends like ``pay-1042`` (an ID compared by its last characters
 collides), ``M-7F3`` is a message of its own (IDs are compared exactly, not
 case-insensitively), and so is ``m-9c2 `` with its trailing space (nor trimmed: a producer
-that pads its IDs pads them every time, and another producer's ``m-9c2`` is another message). The last delivery repeats the very first ID after nine
-other messages, so a condition that looks only at the latest few rows misses it.
+that pads its IDs pads them every time, and another producer's ``m-9c2`` is another message).
+The last delivery repeats the very first ID after nine other messages, so a condition that
+looks only at the latest few rows misses it.
 """
 
 HISTORY = 100_000
@@ -140,7 +141,7 @@ def check_inbox_insert(sql: Any) -> Feedback:
     db.execute("CREATE TABLE payments (message_id VARCHAR)")
     seen: set[str] = set()
     for message_id in DELIVERIES:
-        rows_before = db.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
+        rows_before = single_value(db.execute("SELECT count(*) FROM processed_messages"))
         db.execute("BEGIN")
         try:
             written = _rows_reported(db, code, placeholders, message_id)
@@ -173,8 +174,8 @@ def check_inbox_insert(sql: Any) -> Feedback:
         if not new and written != 0:
             return hint(f"{message_id} came back and the statement reported {written} row(s) written, so the handler "
                          "would charge it again. A duplicate must write nothing and report zero rows.")
-        kept = db.execute("SELECT count(*) FROM processed_messages WHERE message_id = ?", [message_id]).fetchone()[0]
-        added = db.execute("SELECT count(*) FROM processed_messages").fetchone()[0] - rows_before
+        kept = single_value(db.execute("SELECT count(*) FROM processed_messages WHERE message_id = ?", [message_id]))
+        added = single_value(db.execute("SELECT count(*) FROM processed_messages")) - rows_before
         if kept != 1 or added != written:
             return hint(f"After {message_id}, processed_messages holds {added} new row(s) and {kept} with exactly that "
                         "ID. The inbox must keep the ID as it came, one row per message, or a repeat is not recognised.")

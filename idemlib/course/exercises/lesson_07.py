@@ -11,8 +11,8 @@ import numbers
 import os
 import re
 import string
-from datetime import datetime, timedelta
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -109,7 +109,7 @@ RETRIES = 30_000
 """How many of them are sent again, each re-serialised by the producer's retry."""
 ID_MAX_LENGTH = 128
 """SQS's longest MessageDeduplicationId (``sqs_dedup_id_format`` in ``data/facts.csv``)."""
-_ALLOWED = re.compile("[%s]{1,%d}" % (re.escape(string.ascii_letters + string.digits + string.punctuation), ID_MAX_LENGTH))
+_ALLOWED = re.compile(f"[{re.escape(string.ascii_letters + string.digits + string.punctuation)}]{{1,{ID_MAX_LENGTH}}}")
 
 
 def sample_events(seed: int = 7, count: int = 6) -> list[dict[str, Any]]:
@@ -253,7 +253,7 @@ def check_dedup_id(answer: Any, *, seed: int = 7) -> Feedback:
             return hint(f"SQS refuses {made!r:.80}: an ID is 1 to {ID_MAX_LENGTH} characters of letters, digits and "
                         "punctuation (no spaces). A hash's hex digest fits; a whole event as text does not.")
         ids.append(made)
-    for (index, again), made in zip(resent, ids[EVENTS:]):
+    for (index, _again), made in zip(resent, ids[EVENTS:]):
         if made != ids[index]:
             return hint(f"A retry got another ID than its first send ({ids[index]!r:.50} then {made!r:.50}): the retry "
                         "is the same event serialised again, with a new sent_at and attempt and its fields in another "

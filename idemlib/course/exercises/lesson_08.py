@@ -184,7 +184,7 @@ def check_client_moves(answer: Any) -> Feedback:
     if set(moves) != {situation.status for situation in SITUATIONS.values()} or len(moves) != len(answer):
         return hint(f"Answer with a dict with exactly two keys, the statuses 409 and 422, each mapped to a move; "
                     f"got the keys {list(answer)!r}.")
-    named: dict[int, str] = {}
+    named: dict[int | None, str] = {}
     for status, value in sorted(moves.items()):
         move = one_of(value, CLIENT_MOVES, f"the move after a {status}")
         if isinstance(move, Feedback):

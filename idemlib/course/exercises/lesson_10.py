@@ -11,27 +11,18 @@ import numpy as np
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.facts import fact_seconds
-from idemlib.retention_and_ordering.horizon import DAY, DatedInbox, Incident, play_incident
-from idemlib.retention_and_ordering.ordering import (HISTORY, OTHER_HISTORY, StatusChange, Writer, arrival_orders,
-                                                     explore_orderings, interleaved_orders)
-
-__all__ = ["INCIDENTS", "KEEP_IDS", "check_safe_retention", "check_version_guard"]
-
-KEEP_IDS = 6 * DAY
-"""Exercise 1's inbox keeps IDs for 6 days (144 hours)."""
-
-INCIDENTS = (
-    Incident("A", sent=50 * 60, redriven=5 * DAY),
-    Incident("B", sent=50 * 60, redriven=3 * DAY, consumers_back=6.5 * DAY),
-    Incident("C", sent=50 * 60, redriven=10 * DAY),
-    Incident("D", sent=50 * 60, redriven=15 * DAY),
-    Incident("E", sent=50 * 60, consumers_back=3.5 * DAY),
+from idemlib.retention_and_ordering.horizon import INCIDENTS, KEEP_IDS, DatedInbox, play_incident
+from idemlib.retention_and_ordering.ordering import (
+    HISTORY,
+    OTHER_HISTORY,
+    StatusChange,
+    Writer,
+    arrival_orders,
+    explore_orderings,
+    interleaved_orders,
 )
-"""Exercise 1's incidents, on an SQS standard queue keeping messages 4 days with a dead-letter queue keeping them
-14 days (both from ``data/facts.csv``): the producer's retry of m-7f3, 50 minutes after the first publish,
-A: fails, is dead-lettered, and the DLQ is redriven on day 5 (after the queue's 4 days, inside the inbox's 6, so
-comparing with the queue's retention instead of the inbox's gets it wrong); B: the same, redriven on day 3, but
-consumers are down from the redrive until day 6.5; C: redriven on day 10; D: redriven on day 15; E: no failure, consumers down until day 3.5."""
+
+__all__ = ["check_safe_retention", "check_version_guard"]
 
 
 def _outcomes() -> dict[str, str]:

@@ -13,21 +13,12 @@ import pandas as pd
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
-from idemlib.operating.day import DAY_SECONDS, NOON, Day, clock_time, run_day
+from idemlib.operating.day import DAY_SECONDS, Day, clock_time, run_day
 from idemlib.operating.metrics import SkipRateAlert, quiet_hour, skip_rate
-from idemlib.sim import RunResult
 
-__all__ = ["EXERCISE_DAYS", "LESSON_DAYS", "TROUBLE_FROM", "WINDOW_SECONDS", "check_alert_rule", "check_batch_order",
-           "exercise_rates", "lesson_days"]
+__all__ = ["EXERCISE_DAYS", "TROUBLE_FROM", "WINDOW_SECONDS", "check_alert_rule", "check_batch_order", "exercise_rates"]
 
 WINDOW_SECONDS = 900
-LESSON_DAYS = {
-    "quiet day": Day(),
-    "slow from noon": Day(slow_from=NOON),
-    "lost-ack storm from noon": Day(storm_from=NOON, storm_until=NOON + 3 * 3600),
-}
-"""The three days of lesson 11: the same arrivals, and from noon either nothing, a slow handler, or lost acks."""
-
 TROUBLE_FROM = 15 * 3600
 """When trouble starts on exercise 1's bad days: 15:00."""
 
@@ -41,12 +32,6 @@ arrival moments, trouble from 15:00."""
 
 NIGHT_HANDLED = 3
 """Exercise 1's quiet night: 3 deliveries a window, and stray lost acks in any of its windows, two in a row included."""
-
-
-@cache
-def lesson_days() -> dict[str, RunResult]:
-    """The three days of lesson 11, run once per process and shared by the lesson and its check."""
-    return {name: run_day(day) for name, day in LESSON_DAYS.items()}
 
 
 @cache

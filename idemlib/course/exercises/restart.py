@@ -147,6 +147,11 @@ def _names_read(code: types.CodeType) -> Iterator[str]:
             yield from _names_read(constant)
 
 
+def _at_home(value: Any) -> bool:
+    """Whether ``value``'s module holds it under its own name, so ``from module import name`` gives it back."""
+    return getattr(sys.modules.get(value.__module__ or ""), value.__name__, None) is value
+
+
 def _needed(function: Any, names: Iterator[str] | Sequence[str], done: set[str]) -> list[str]:
     """Lines that give a fresh process the ``names`` ``function`` reads: imports, and the statements defining the rest.
 
@@ -162,7 +167,7 @@ def _needed(function: Any, names: Iterator[str] | Sequence[str], done: set[str])
         if isinstance(value, types.ModuleType):
             lines.append(f"import {value.__name__} as {name}")
         elif (isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)) and not written_here
-              and getattr(sys.modules.get(value.__module__ or ""), value.__name__, None) is value):
+              and _at_home(value)):
             lines.append(f"from {value.__module__} import {value.__name__} as {name}")
         elif (definition := _definition(function, name)) is not None:
             text, statement = definition
