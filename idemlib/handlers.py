@@ -52,7 +52,8 @@ class Context:
 
     delivery: Delivery
     db: PaymentsSession
-    ack: Callable[[], None]
+    ack: Callable[[], object]
+    """Acks the delivery; what it returns (a broker's answer, where it gives one) is not read."""
     note: Callable[[str], None]
     call_provider: Callable[[str | None, Charge], Response] = _no_provider
     now: Callable[[], float] = _no_clock

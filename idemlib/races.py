@@ -23,8 +23,16 @@ from idemlib.clock import VirtualClock
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.handlers import Context, Handler, InboxHandler, Steps
 from idemlib.messages import Message, expected_total, valid_charges
-from idemlib.stores import (DuckDBPayments, PaymentsSession, PostgresPayments, SqlPayments, SQLitePayments,
-                            WriteConflict, postgres_unavailable, require_servers)
+from idemlib.stores import (
+    DuckDBPayments,
+    PaymentsSession,
+    PostgresPayments,
+    SQLitePayments,
+    SqlPayments,
+    WriteConflict,
+    postgres_unavailable,
+    require_servers,
+)
 from idemlib.stores.snapshots import engine_version
 from idemlib.trace import Trace
 

@@ -11,8 +11,8 @@ import pytest
 from psycopg.rows import dict_row
 
 from deliver_twice import NotIdempotent, assert_idempotent, idempotency_report
-from deliver_twice.scenarios import suite_time_limit
 from deliver_twice.delivery import deliver
+from deliver_twice.scenarios import suite_time_limit
 from deliver_twice.sessions import Sessions
 from deliver_twice.steps import Watch
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import asyncpg
 import pytest
+from deliver_twice_bank import BANK, MESSAGES, Case, asyncpg_reset, orm_reset, pg_reset, sqlite_reset
 from sqlalchemy import create_engine
 from sqlalchemy.orm import sessionmaker
 
 from deliver_twice import idempotency_report
-from deliver_twice_bank import BANK, MESSAGES, Case, asyncpg_reset, orm_reset, pg_reset, sqlite_reset
 
 pytest_plugins = ["idemlib.operating.pytest_plugin"]
 

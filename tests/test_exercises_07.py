@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import base64
+import functools
 import hashlib
 import json
 import uuid

@@ -31,8 +31,9 @@ BANKS = {
                ({"threshold": 0.18, "windows": 1, "min_handled": 6},), ((0.15, 1, 13),),
                # numpy numbers, what reading them off a pandas table gives
                ({"threshold": np.float64(0.2), "windows": np.int64(1), "min_handled": np.int64(9)},),
+               # one stray in a night window of 3 makes it 1 of 4: 25 %, under 30 %
                ((0.3, 1, 3),),
-               ((0.2, 1, 8.0),), ([0.2, 1.0, 8],)],  # whole numbers written as floats  # one stray in a night window of 3 makes it 1 of 4: 25 %, under 30 %
+               ((0.2, 1, 8.0),), ([0.2, 1.0, 8],)],  # whole numbers written as floats
         wrong=[
             # The reviewers' case: a floor of 1 pages on one stray skip on a quiet night.
             Wrong(((0.201, 1, 1),), "quiet night"),

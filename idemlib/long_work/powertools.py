@@ -10,7 +10,8 @@ when Lambda stops an invocation at its timeout or a container is killed.
 Time is the run's virtual clock, never the wall clock, so every outcome is the same
 on a quiet machine and a busy one. The library reads the time through
 ``datetime.now()``, and Redis counts its records' lives; in the child both are the
-run's clock (see :mod:`idemlib.long_work.library_process`). The broker's leases are on the same clock too, and a piece of long work moves
+run's clock (see :mod:`idemlib.long_work.library_process`). The broker's leases are on the same clock too,
+and a piece of long work moves
 it forward while the child waits at its gate.
 
 The steps, as the parent sees them: ``claim`` (the library saves the record as

@@ -4,8 +4,8 @@ The code lives in the ``deliver-twice`` package (``deliver-twice/`` in this repo
 installed with the course); this module keeps the course's imports working.
 """
 
-from deliver_twice.race import Race, two_at_once
 from deliver_twice.delivery import NotAcknowledged, deliver
+from deliver_twice.race import Race, two_at_once
 from deliver_twice.sessions import Sessions, backend_pid
 from deliver_twice.steps import Connection, Crashed, Handle, Watch, WatchedConnection, WatchedCursor, describe
 

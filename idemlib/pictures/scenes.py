@@ -43,7 +43,8 @@ def describe(row: pd.Series) -> str:
     who, mid, n, detail = row["actor"], row["message_id"], row["delivery"], row["detail"]
     sentences = {
         Event.PUBLISHED: f"{mid} is published and waits on the queue.",
-        Event.DELIVERED: f"The broker delivers {mid} to {who} (delivery {n}{', a redelivery' if n > 1 else ''}) and starts its lease.",
+        Event.DELIVERED: f"The broker delivers {mid} to {who} (delivery {n}{', a redelivery' if n > 1 else ''})"
+                         " and starts its lease.",
         Event.STEP: f"{who} {STEP_WORDS.get(detail, detail)}.",
         Event.CHARGED: f"{who} {STEP_WORDS['charge']}.",
         Event.COMMITTED: f"{who} commits: what it wrote is now permanent.",

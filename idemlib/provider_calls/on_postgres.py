@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from idemlib.stores.postgres_store import PostgresPayments
-from idemlib.stores.sql import PaymentsSession
+from idemlib.stores.sql import PaymentsSession, single_value
 
 WAIT_LIMIT_SECONDS = 30.0
 """How long to wait for the second delivery to be seen waiting before giving up with an error."""
@@ -65,17 +65,17 @@ def call_inside_on_postgres(message_id: str = "m-7f3") -> dict[str, Any]:
     during = {
         "first delivery's connection, during the call": _activity(reader, first_pid)[0],
         "second delivery waits on": "{1} ({2})".format(*_activity(reader, second_pid)),
-        "second delivery blocked by the first": reader.execute("SELECT %s = ANY(pg_blocking_pids(%s))",
-                                                               (first_pid, second_pid)).fetchone()[0],
+        "second delivery blocked by the first": single_value(reader.execute("SELECT %s = ANY(pg_blocking_pids(%s))",
+                                                                            (first_pid, second_pid))),
         "second delivery finished before the answer": bool(second_new),
     }
     answered.set()
     first.charge(1042, 40, message_id)
     first.commit()
     thread.join(WAIT_LIMIT_SECONDS)
-    settings = {name: reader.execute(f"SHOW {name}").fetchone()[0]
+    settings = {name: single_value(reader.execute(f"SHOW {name}"))
                 for name in ("idle_in_transaction_session_timeout", "max_connections")}
-    server = reader.execute("SHOW server_version").fetchone()[0].split()[0]
+    server = single_value(reader.execute("SHOW server_version")).split()[0]
     return {**during,
             "second delivery, once the first committed": "new" if second_new == [True] else "duplicate: skip",
             "charges in the database": database.total_charged() // 40,

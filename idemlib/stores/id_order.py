@@ -17,6 +17,7 @@ import pandas as pd
 import psycopg
 
 from idemlib.stores.postgres_store import PostgresPayments
+from idemlib.stores.sql import single_value
 
 START_MS = 1_796_083_200_000
 """2026-12-01 00:00 UTC in Unix milliseconds: when the virtual day of messages begins."""
@@ -46,12 +47,13 @@ def uuid7s(count: int, seed: int = 5, per_second: int = 500) -> list[uuid.UUID]:
 
 def _index_figures(connection: psycopg.Connection, table: str) -> dict[str, float]:
     index = f"{table}_pkey"
-    pages = connection.execute("SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int",
-                               (index,)).fetchone()[0]
-    stats = {"index pages": int(pages)}
+    pages = single_value(connection.execute(
+        "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int", (index,)))
+    stats: dict[str, float] = {"index pages": int(pages)}
     try:
-        leaf_pages, density = connection.execute(
-            "SELECT leaf_pages, avg_leaf_density FROM pgstatindex(%s::regclass)", (index,)).fetchone()
+        row = connection.execute("SELECT leaf_pages, avg_leaf_density FROM pgstatindex(%s::regclass)", (index,)).fetchone()
+        assert row is not None, "pgstatindex returns one row for an index"
+        leaf_pages, density = row
         stats |= {"leaf pages": int(leaf_pages), "leaf pages filled (%)": round(float(density), 1)}
     except psycopg.Error:
         connection.rollback()  # pgstattuple is a contrib extension; without it the size alone is shown
@@ -79,5 +81,5 @@ def index_after_inserts(count: int = 50_000, seed: int = 5) -> pd.DataFrame:
                            "ORDER BY n", (ids,))
         figures[label] = _index_figures(connection, table)
     table = pd.DataFrame.from_dict(figures, orient="index")
-    table.attrs["server"] = connection.execute("SHOW server_version").fetchone()[0].split()[0]
+    table.attrs["server"] = single_value(connection.execute("SHOW server_version")).split()[0]
     return table

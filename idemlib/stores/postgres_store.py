@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import os
 import weakref
+from typing import Any
 
 import psycopg
 from psycopg import errors
 
 from idemlib.servers import POSTGRES, require_servers  # noqa: F401 - re-exported by idemlib.stores
-from idemlib.stores.sql import Cursor, SqlPayments
+from idemlib.stores.sql import SqlPayments
 
 _runs = itertools.count(1)
 
@@ -59,7 +60,7 @@ class PostgresPayments(SqlPayments):
         weakref.finalize(self, _drop_schema, self.url, self.schema)
         self._create_schema()
 
-    def connect(self) -> Cursor:
+    def connect(self) -> psycopg.Cursor[Any]:  # a Cursor, and psycopg's own: its .connection is read by the races
         # Autocommit: the session's own BEGIN and COMMIT decide. The lock timeout is a
         # safety net, so a race that can never be settled fails instead of hanging; a wait
         # longer than it ends in LockNotAvailable, which the handler treats as a lost race.

@@ -6,7 +6,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from idemlib.stores.sql import Cursor, SqlPayments
+from idemlib.stores.sql import SqlPayments
 
 
 class SQLitePayments(SqlPayments):
@@ -33,7 +33,7 @@ class SQLitePayments(SqlPayments):
         self.connect().execute("PRAGMA journal_mode = WAL").fetchall()
         self._create_schema()
 
-    def connect(self) -> Cursor:
+    def connect(self) -> sqlite3.Cursor:  # a Cursor, and sqlite3's own: its .connection is read by the races
         # isolation_level=None: the session's own BEGIN and COMMIT decide, not the driver.
         connection = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                      check_same_thread=False)

@@ -23,7 +23,8 @@ again under every scenario that makes duplicates, each from the same starting st
 
 Each delivery ends without a commit of the helper's, as a process's does when it dies
 (its open transaction is lost); the session is then reset (on PostgreSQL as
-``DISCARD ALL`` would, keeping the driver's prepared statements) and serves the next delivery, since opening a connection costs more
+``DISCARD ALL`` would, keeping the driver's prepared statements) and serves the next delivery,
+since opening a connection costs more
 than most deliveries. A delivery that raises is redelivered, as a broker would, up to
 three times in all.
 Every message must end acknowledged, and the state must equal one delivery's. If
