@@ -262,7 +262,7 @@ def submissions(folder: Path) -> list[tuple[str, str, Path | None, str]]:
     """Every hand-in under ``folder`` as (student, its name in the folder, its file, a problem or "").
 
     A file of the folder's own is a student's (named by its stem for ``.ipynb``); a folder
-    is one student's, and should hold one file: one holding more is a single row saying so.
+    is one student's, and should hold one file: one holding more, or none, is a single row saying so.
     Links are never followed (a row says one was not read), nor are hidden files and
     checkpoints read. Students whose names would collide are named by their paths."""
     found: list[tuple[str, str, Path | None, str]] = []
@@ -280,6 +280,8 @@ def submissions(folder: Path) -> list[tuple[str, str, Path | None, str]]:
                 found.append((entry.name, entry.name + "/", None,
                               f"the folder holds {len(files)} files ({', '.join(n for n, *_ in files)[:300]}); "
                               "none graded: hand in one"))
+            else:  # a learner with nothing to collect still has a row, not a silent gap in the table
+                found.append((entry.name, entry.name + "/", None, "the folder is empty: nothing was handed in"))
         elif entry.is_file(follow_symlinks=False):
             found.append((_stem(entry.name), entry.name, Path(entry.path), ""))
         else:
