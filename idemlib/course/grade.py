@@ -45,7 +45,8 @@ from idemlib.course.rerun import called_check, check_call, modules_of_checks, re
 from idemlib.servers.local import servers_dir
 
 CELL_SECONDS = 60
-NOTEBOOK_SECONDS = 300
+# A whole hand-in, the judge's checks included: lesson 05's check alone took 250 s at a load of 10 on two cores.
+NOTEBOOK_SECONDS = 600
 MAX_BYTES = 16 << 20  # a hand-in's file; a lesson with its outputs is well under this
 # A file's problems (a row of its own); the HTML table shows each verdict as a symbol and a word.
 PROBLEMS = ("not a notebook", "no lesson", "wrong lesson", "timed out", "run failed", "not read",
