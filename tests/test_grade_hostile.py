@@ -302,3 +302,21 @@ def test_the_course_servers_folder_is_empty_to_a_hand_in(tmp_path):
     finally:
         probe.unlink()
     assert verdicts(rows, "looks") == RIGHT_THEN_BLANK
+
+
+def test_an_answer_cut_off_by_the_time_limit_while_its_check_calls_it_is_not_run_rather_than_wrong(tmp_path):
+    """A right function answer whose hand-in runs out of time while the check still calls it: the check's hint
+    ("calling it failed: TimeoutError") blamed the answer, so a right answer was graded wrong under load
+    (lesson 05 on a busy machine). Now the exercise is not run, and the note says the check could not finish."""
+    lessons, folder = tmp_path / "lessons", tmp_path / "in"
+    lessons.mkdir()
+    folder.mkdir()
+    lesson = tiny_lesson()
+    nbformat.write(lesson, lessons / "90_tiny.ipynb")
+    slow = "import time\ndef key(message):\n    time.sleep(0.5)\n    return message['id']"
+    nbformat.write(handed_in(lesson, edit=lambda c: setattr(c[9], "source", slow)), folder / "slow_key.ipynb")
+    rows = grade_folder(folder, tmp_path / "out", lessons_folder=lessons, cell_seconds=60, notebook_seconds=15,
+                        progress=False)
+    [key] = [row for row in rows if row.exercise == "check_message_key"]
+    assert (key.verdict, key.hint) == ("not run", ""), key
+    assert "could not finish" in key.note

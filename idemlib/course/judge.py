@@ -213,6 +213,9 @@ def judge(job: dict[str, Any], sandbox: Sandbox, write: Any) -> None:
                 verdict, said = call_check(check, values, sandbox, int(job["seed"]))
             except Exception as error:  # noqa: BLE001 - a check that breaks on an answer is a row, not a crash
                 verdict, said = "not run", f"the check could not run: {type(error).__name__}: {str(error)[:200]}"
+            if sandbox.gone and verdict != "right":  # the run ended (its time was up) while the check still called
+                # the answer: the check's hint would blame the answer, so the exercise is not run, and says why
+                verdict, said = "not run", f"the check could not finish: {sandbox.gone}"
         write({"exercise": exercise, "verdict": verdict, "message": said})
         sandbox.send({"done": exercise})  # the referee goes on to the next answer
 
