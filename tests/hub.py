@@ -138,6 +138,14 @@ class Hub:
             text = answer.read()
         return json.loads(text) if text else None
 
+    def save(self, user: str, path: str, notebook: Any) -> None:
+        """Save ``notebook`` at ``path`` in ``user``'s home through the Jupyter Server contents API, as the learner's
+        browser saves it (the file is the learner's own); its folder is made first."""
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        if folder:
+            self.server_api(user, "PUT", f"/contents/{folder}", {"type": "directory"})
+        self.server_api(user, "PUT", f"/contents/{path}", {"type": "notebook", "format": "json", "content": notebook})
+
     def spawn(self, user: str, seconds: float = 120) -> float:
         """Start ``user``'s server through the REST API; return the seconds until the hub calls it ready."""
         began = time.monotonic()

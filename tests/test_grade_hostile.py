@@ -260,3 +260,63 @@ def test_the_grades_say_which_sandbox_ran(class_graded):
     mode = sandbox.available_mode()
     assert {row.sandbox for row in rows if row.verdict != "not read"} == {mode}
     assert mode in (out / "index.html").read_text()
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u00ad", "\ufeff", "\u2060", "\U000e0041"])
+def test_a_name_that_looks_like_a_classmates_is_shown_as_another(tmp_path, capsys, invisible):
+    """A file named ``honest`` plus a character no screen shows (a zero-width space, a soft hyphen, a byte-order
+    mark, a word joiner, a tag) printed as honest's line (``honest.ipynb: 0 of 2 right``) and took honest's name
+    in the table; it is shown with that character's number."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "honest.ipynb").write_text("not a notebook")
+    (folder / f"hon{invisible}est.ipynb").write_text("not a notebook")
+    rows = grade_folder(folder, tmp_path / "out", progress=True)
+    printed = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if ".ipynb:" in line]
+    assert len({row.student for row in rows}) == 2 and f"<U+{ord(invisible):04X}>" in rows[1].student + rows[0].student
+    assert sorted(printed) == sorted(row.file for row in rows) and printed.count("honest.ipynb") == 1
+
+
+def test_the_course_servers_folder_is_empty_to_a_hand_in(tmp_path):
+    """The teacher's course servers keep their data and logs in the venv a sandbox reads (``.venv/var``): a hand-in
+    saw their logs there. Now a sandbox finds the folder empty (tests/test_server_secrets.py: each log is 0600)."""
+    from idemlib.servers.local import servers_dir
+
+    servers = servers_dir()
+    if not servers.is_dir() or not os.access(servers, os.W_OK):
+        pytest.skip(f"the course's servers' folder {servers} is not here to write a probe into")
+    probe = servers / f"probe-{os.getpid()}.log"
+    probe.write_text("what a server logged")
+    probe.chmod(0o644)
+    lessons, folder = tmp_path / "lessons", tmp_path / "in"
+    lessons.mkdir()
+    folder.mkdir()
+    lesson = tiny_lesson()
+    nbformat.write(lesson, lessons / "90_tiny.ipynb")
+    nbformat.write(handed_in(lesson, f"import os\n{RIGHT}\nif os.path.exists({str(servers)!r}) and "
+                                     f"os.listdir({str(servers)!r}):\n    plan = 'I saw ' + str(os.listdir({str(servers)!r}))"),
+                   folder / "looks.ipynb")
+    try:
+        rows = grade_folder(folder, tmp_path / "out", lessons_folder=lessons, cell_seconds=20, notebook_seconds=90,
+                            progress=False)
+    finally:
+        probe.unlink()
+    assert verdicts(rows, "looks") == RIGHT_THEN_BLANK
+
+
+def test_an_answer_cut_off_by_the_time_limit_while_its_check_calls_it_is_not_run_rather_than_wrong(tmp_path):
+    """A right function answer whose hand-in runs out of time while the check still calls it: the check's hint
+    ("calling it failed: TimeoutError") blamed the answer, so a right answer was graded wrong under load
+    (lesson 05 on a busy machine). Now the exercise is not run, and the note says the check could not finish."""
+    lessons, folder = tmp_path / "lessons", tmp_path / "in"
+    lessons.mkdir()
+    folder.mkdir()
+    lesson = tiny_lesson()
+    nbformat.write(lesson, lessons / "90_tiny.ipynb")
+    slow = "import time\ndef key(message):\n    time.sleep(0.5)\n    return message['id']"
+    nbformat.write(handed_in(lesson, edit=lambda c: setattr(c[9], "source", slow)), folder / "slow_key.ipynb")
+    rows = grade_folder(folder, tmp_path / "out", lessons_folder=lessons, cell_seconds=60, notebook_seconds=15,
+                        progress=False)
+    [key] = [row for row in rows if row.exercise == "check_message_key"]
+    assert (key.verdict, key.hint) == ("not run", ""), key
+    assert "could not finish" in key.note

@@ -7,24 +7,33 @@ browser's) runs the course's inbox over PostgreSQL, a Redis claim and a JetStrea
 de-duplication, then tries the other learners' servers, secrets and home. Two
 modes: each learner's own PostgreSQL, Valkey and NATS; or a shared PostgreSQL
 with a database and a role per learner (``IDEMLIB_POSTGRES_URL`` set by the
-spawner), Valkey and NATS still their own. Every process stops at the end.
+spawner), Valkey and NATS still their own. With their own servers, the learners then
+hand in lesson 00 (saved through the contents API, as their browsers save it; one
+hands in a link to a classmate's copy), the teacher collects the copies with the
+guide's own commands and grades them. Every process stops at the end.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import nbformat
 import pytest
-from other_users import as_account, learner_account, python_for_anyone
+from other_users import REPOSITORY, as_account, learner_account, python_for_anyone
+from test_grade_every_lesson import solved_copy
 
+from idemlib.course.lessons import LESSONS
+from idemlib.course.publish import student_copy
 from idemlib.servers import POSTGRES
 from idemlib.servers.local import free_port, stop
 
@@ -61,6 +70,46 @@ for key, hello in (("redis", b"PING\\r\\n"), ("nats", b"CONNECT {{}}\\r\\nPING\\
         found[key] = "refused" if lines.readline().startswith(b"-") else "answered"
 print("PROBE " + json.dumps(found))
 """
+
+
+def collecting_commands(homes: Path, lesson: str) -> str:
+    """The guide's commands that collect each learner's lesson, for the learners' homes under ``homes``."""
+    guide = (REPOSITORY / "TEACHING.md").read_text()
+    section = guide[guide.index("**Collecting and grading on the hub.**"):]
+    block = section[section.index("```sh\n") + len("```sh\n"): section.index("```", section.index("```sh\n") + 5)]
+    loop = "\n".join(line for line in block.splitlines() if not line.startswith("make grade"))
+    assert "/home/*" in loop and "02_" in loop, block
+    return loop.replace("/home/*", f"{homes}/*").replace("02_", f"{lesson}_")
+
+
+def hand_in_and_grade(hub, root: Path, accounts: list) -> dict[str, dict[str, str]]:
+    """Lesson 00 handed in by three learners (one solved, one with a wrong and a blank answer, one a link to the first
+    learner's copy), collected by the guide's commands as root and graded as ``make grade`` grades; each learner's
+    verdicts by exercise."""
+    stem = "00_start_here"
+    lesson = nbformat.read(LESSONS / f"{stem}.ipynb", as_version=4)
+    solved, partly = solved_copy(lesson, stem), student_copy(lesson, stem)
+    first_answer = next(cell for cell in partly.cells if "answer" in cell.metadata.get("tags", []))
+    first_answer.source = 'inserts_idempotent = {"ignore a repeat": True, "fail on a repeat": True, "add on a repeat": True}'
+    first, second, third = accounts
+    hub.save(first.pw_name, f"lessons/{stem}.ipynb", solved)
+    hub.save(second.pw_name, f"lessons/{stem}.ipynb", partly)
+    status, lines = hub.execute(third.pw_name, (  # the classmate's home is closed, but a link needs no reading
+        f"import os; os.makedirs('lessons', exist_ok=True); "
+        f"os.symlink({first.pw_dir + '/lessons/' + stem + '.ipynb'!r}, 'lessons/{stem}.ipynb')"))
+    assert status == "ok", "\n".join(lines)
+    teacher = root / "teacher-desk"
+    teacher.mkdir()
+    subprocess.run(["sh", "-c", collecting_commands(root / "home", "00")], cwd=teacher, check=True, timeout=60)
+    graded = subprocess.run([sys.executable, "-m", "idemlib.course", "grade", "handed_in", "--lesson", "00",
+                             "--out", "grades"], cwd=teacher, capture_output=True, text=True, timeout=900)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    verdicts: dict[str, dict[str, str]] = {}
+    with (teacher / "grades" / "grades.csv").open(encoding="utf-8") as table:
+        for row in csv.DictReader(table):
+            verdicts.setdefault(row["student"], {})[row["exercise"]] = row["verdict"]
+    assert "2 of 4 exercises right" in graded.stdout, graded.stdout
+    return verdicts
 
 
 def without_secret(url: str) -> str:
@@ -139,6 +188,12 @@ def test_three_learners_on_a_hub_each_reach_their_own_servers_and_no_one_else_s(
             assert tagged(lines, "PROBE") == {"secret": "denied", "home": "denied",
                                               "postgres": "no database access" if shared else "refused",
                                               "redis": "refused", "nats": "refused"}
+        if not shared:  # the rows are named by the folders the guide's commands make: the learners' homes
+            first, second, third = (Path(account.pw_dir).name for account in accounts)
+            assert hand_in_and_grade(hub, root, accounts) == {
+                first: {"check_idempotent_inserts": "right", "check_idempotent_statements": "right"},
+                second: {"check_idempotent_inserts": "wrong", "check_idempotent_statements": "blank"},
+                third: {"": "not read"}}
         print(f"\n{mode}: spawned in " + ", ".join(f"{seconds:.1f} s" for seconds in spawned.values()))
     finally:
         hub.stop()

@@ -208,3 +208,41 @@ def test_a_second_build_with_nothing_changed_executes_nothing(tmp_path, monkeypa
     monkeypatch.setattr(site_module, "execute", refuse)
     assert site_module.build_html(tmp_path / "html", lesson) == first
     assert len(list((tmp_path / ".executed").glob("*.ipynb"))) == 1
+
+
+def test_a_lesson_page_carries_the_launch_buttons_the_teacher_set(tmp_path):
+    """Binder and the class's JupyterHub (nbgitpuller), both opening the learner's own copy of the lesson
+    (binder/start's ``lessons/``), never the full lesson; the prose pages have none."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from idemlib.course.site import Launch, render_site
+
+    path = LESSONS[0]
+    launch = Launch(repository="https://github.com/example-org/idempotent-course", binderhub="https://mybinder.org",
+                    jupyterhub="https://hub.example.edu/")
+    warnings = render_site({path: nbformat.read(path, as_version=4)}, tmp_path / "html", launch=launch)
+    assert [w for w in warnings if "xref_missing" not in w] == []  # one lesson alone links to absent neighbours
+    page = html.unescape((tmp_path / "html" / f"{path.stem}.html").read_text())
+    links = re.findall(r'href="(https://[^"]+)"', page)
+    assert (f"https://mybinder.org/v2/gh/example-org/idempotent-course/main?urlpath=lab/tree/lessons/{path.name}"
+            in links), links
+    [pull] = [link for link in links if link.startswith("https://hub.example.edu/hub/user-redirect/git-pull?")]
+    assert parse_qs(urlsplit(pull).query) == {"repo": ["https://github.com/example-org/idempotent-course"],
+                                              "branch": ["main"], "urlpath": [f"lab/tree/lessons/{path.name}"]}
+    assert "git-pull" not in (tmp_path / "html" / "glossary.html").read_text()
+
+
+def test_the_launch_buttons_are_set_in_one_table_of_pyproject(tmp_path):
+    from idemlib.course.site import Launch, launch_settings
+
+    assert Launch().theme_options() == {}  # nothing to launch without a repository
+    assert Launch(repository="https://github.com/o/r").theme_options() == {}
+    settings = tmp_path / "pyproject.toml"
+    settings.write_text('[tool.idemlib.launch]\nrepository = "https://github.com/o/r"\njupyterhub = "https://hub.x"\n')
+    chosen = launch_settings(settings)
+    assert chosen == Launch(repository="https://github.com/o/r", jupyterhub="https://hub.x")
+    assert chosen.theme_options()["launch_buttons"]["jupyterhub_url"] == "https://hub.x"
+    settings.write_text('[tool.idemlib.launch]\nrepositroy = "https://github.com/o/r"\n')
+    with pytest.raises(ValueError, match="repositroy"):
+        launch_settings(settings)
+    assert launch_settings() == Launch(binderhub="https://mybinder.org")  # the course's own: no repository yet

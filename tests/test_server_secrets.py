@@ -53,7 +53,7 @@ def test_the_secret_and_the_records_that_carry_it_are_the_learner_s_alone(server
     running = [ensure(server.kind, servers_dir) for server in OWN]
     assert mode(servers_dir / FILE) == 0o600 and (servers_dir / FILE).stat().st_uid == os.geteuid()
     for server in running:
-        assert mode(servers_dir / f"{server.key}.json") == 0o600
+        assert mode(servers_dir / f"{server.key}.json") == mode(servers_dir / f"{server.key}.log") == 0o600
         assert secret(servers_dir) not in (servers_dir / f"{server.key}.log").read_text(errors="replace")
     # Valkey's and NATS's configuration (where their secret is) belong to the server's user, mode 0600.
     for config in (servers_dir / "redis" / "valkey.conf", servers_dir / "nats" / "auth.conf"):

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from idemlib.course.copies import make_copies, refresh, status_report
-from idemlib.course.grade import grade_folder
+from idemlib.course.grade import CELL_SECONDS, NOTEBOOK_SECONDS, grade_folder
 from idemlib.course.lessons import ROOT, fold_solutions, write_navigation
 from idemlib.course.publish import build_student
 from idemlib.course.sandbox import SandboxUnavailable
@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="copy/refresh: the full lessons' folder (default IDEMLIB_LESSONS, else the course's notebooks/)")
     parser.add_argument("--lesson", help="grade: the assigned lesson's number (e.g. 02); other lessons are reported")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "grades", help="grade: where to write the table")
-    parser.add_argument("--cell-seconds", type=int, default=60, help="grade: time limit for one answer or check")
-    parser.add_argument("--notebook-seconds", type=int, default=300, help="grade: time limit for one hand-in")
+    parser.add_argument("--cell-seconds", type=int, default=CELL_SECONDS, help="grade: time limit for one answer or check")
+    parser.add_argument("--notebook-seconds", type=int, default=NOTEBOOK_SECONDS, help="grade: time limit for one hand-in")
     args = parser.parse_args(argv)
     if args.what == "grade":
         if args.folder is None or not args.folder.is_dir():

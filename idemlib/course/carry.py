@@ -48,17 +48,25 @@ class Handle:
     number: int
 
 
+# Values JSON carries as they are; a container's such values are taken without a call of their own (a check
+# sends hundreds of thousands of records to an answer's function, most of their values plain).
+AS_THEY_ARE = frozenset({type(None), bool, int, str})
+
+
 def dump(value: Any, keep: Callable[[Any], int] | None = None) -> Any:
     """``value`` as tagged JSON. ``keep`` files a function and gives its handle's number (the sandbox's side);
     without it a function is an error (the judge's side sends only plain data)."""
     count = [0]
 
-    def walk(item: Any, depth: int) -> Any:
-        count[0] += 1
+    def counted(size: int, depth: int) -> None:
+        count[0] += size
         if count[0] > ITEMS or depth > DEPTH:
             raise TooLarge("the value is nested too deep or holds too many items to carry")
+
+    def walk(item: Any, depth: int) -> Any:
+        counted(1, depth)
         kind = type(item)
-        if item is None or kind in (bool, int, str):
+        if kind in AS_THEY_ARE:
             return item
         if kind is float:
             return item if math.isfinite(item) else {"@float": repr(item)}
@@ -67,13 +75,15 @@ def dump(value: Any, keep: Callable[[Any], int] | None = None) -> Any:
         if kind is bytes:
             return {"@bytes": base64.b64encode(item).decode()}
         if kind is list:
-            return [walk(part, depth + 1) for part in item]
+            counted(len(item), depth + 1)
+            return [part if type(part) in AS_THEY_ARE else walk(part, depth + 1) for part in item]
         if kind in (tuple, set, frozenset):
             parts = sorted(item, key=repr) if kind is not tuple else item
             return {f"@{kind.__name__}": [walk(part, depth + 1) for part in parts]}
         if kind is dict:
             if all(type(key) is str and not key.startswith("@") for key in item):
-                return {key: walk(part, depth + 1) for key, part in item.items()}
+                counted(len(item), depth + 1)
+                return {key: part if type(part) in AS_THEY_ARE else walk(part, depth + 1) for key, part in item.items()}
             return {"@dict": [[walk(key, depth + 1), walk(part, depth + 1)] for key, part in item.items()]}
         if isinstance(item, (bool, int, float, str, bytes)):  # numpy's scalars, str subclasses: their plain value
             plain = _plain_scalar(item)
@@ -113,6 +123,9 @@ def _text(item: Any) -> str:
         return f"<a {_kind(item)}>"
 
 
+AS_JSON_HAS_THEM = frozenset({type(None), bool, int, float, str})  # what json.loads gives that stands for itself
+
+
 def load(data: Any) -> Any:
     """The value tagged JSON stands for: plain values, :class:`Opaque` and :class:`Handle`, nothing else."""
     count = [0]
@@ -122,10 +135,11 @@ def load(data: Any) -> Any:
         if count[0] > ITEMS or depth > DEPTH + 2:
             raise TooLarge("the value is nested too deep or holds too many items to carry")
         kind = type(item)
-        if item is None or kind in (bool, int, float, str):
+        if kind in AS_JSON_HAS_THEM:
             return item
         if kind is list:
-            return [walk(part, depth + 1) for part in item]
+            count[0] += len(item)
+            return [part if type(part) in AS_JSON_HAS_THEM else walk(part, depth + 1) for part in item]
         if kind is not dict:
             raise ValueError(f"not tagged JSON: {kind.__name__}")
         if len(item) == 1 and type(tag := next(iter(item))) is str and tag.startswith("@"):
@@ -148,7 +162,8 @@ def load(data: Any) -> Any:
                 kind, text = (_list(inner) + ["", ""])[:2]
                 return Opaque(str(kind)[:80], str(text)[:200])
             raise ValueError(f"an unknown tag {tag[:40]!r}")
-        return {key: walk(part, depth + 1) for key, part in item.items()}
+        count[0] += len(item)
+        return {key: part if type(part) in AS_JSON_HAS_THEM else walk(part, depth + 1) for key, part in item.items()}
 
     return walk(data, 0)
 

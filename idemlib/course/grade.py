@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields
@@ -41,9 +42,11 @@ from idemlib.course import handin, sandbox
 from idemlib.course.grades_page import write_html
 from idemlib.course.lessons import LESSONS, lesson_paths, title_of
 from idemlib.course.rerun import called_check, check_call, modules_of_checks, read_report, stand_ins, steps_for
+from idemlib.servers.local import servers_dir
 
 CELL_SECONDS = 60
-NOTEBOOK_SECONDS = 300
+# A whole hand-in, the judge's checks included: lesson 05's check alone took 250 s at a load of 10 on two cores.
+NOTEBOOK_SECONDS = 600
 MAX_BYTES = 16 << 20  # a hand-in's file; a lesson with its outputs is well under this
 # A file's problems (a row of its own); the HTML table shows each verdict as a symbol and a word.
 PROBLEMS = ("not a notebook", "no lesson", "wrong lesson", "timed out", "run failed", "not read",
@@ -53,11 +56,18 @@ UNSAFE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?
                     r"|[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+# What a screen does not show (a zero-width space, a soft hyphen, a byte-order mark, a private or unassigned code
+# point, a space other than the plain one): shown by its number, so "ada\u200b" never passes for "ada".
+INVISIBLE = ("Cf", "Co", "Cn", "Zs", "Zl", "Zp")
+
+
 def plain_text(value: str, limit: int = 2000) -> str:
     """``value`` safe for a terminal, a CSV cell and HTML: escape sequences and control characters (newlines
-    too) become a space, a lone surrogate becomes U+FFFD, and it is cut at ``limit`` characters."""
-    text = re.sub("[\ud800-\udfff]", "\ufffd", value)
-    return " ".join(UNSAFE.sub(" ", text).split())[:limit]
+    too) become a space, a character a screen would not show becomes its number (``<U+200B>``), a lone
+    surrogate becomes U+FFFD, and it is cut at ``limit`` characters."""
+    text = " ".join(UNSAFE.sub(" ", re.sub("[\ud800-\udfff]", "\ufffd", value)).split())
+    return "".join(f"<U+{ord(c):04X}>" if c != " " and unicodedata.category(c) in INVISIBLE else c
+                   for c in text)[:limit]
 
 
 @dataclass(frozen=True)
@@ -264,7 +274,7 @@ def submissions(folder: Path) -> list[tuple[str, str, Path | None, str]]:
     """Every hand-in under ``folder`` as (student, its name in the folder, its file, a problem or "").
 
     A file of the folder's own is a student's (named by its stem for ``.ipynb``); a folder
-    is one student's, and should hold one file: one holding more is a single row saying so.
+    is one student's, and should hold one file: one holding more, or none, is a single row saying so.
     Links are never followed (a row says one was not read), nor are hidden files and
     checkpoints read. Students whose names would collide are named by their paths."""
     found: list[tuple[str, str, Path | None, str]] = []
@@ -282,6 +292,8 @@ def submissions(folder: Path) -> list[tuple[str, str, Path | None, str]]:
                 found.append((entry.name, entry.name + "/", None,
                               f"the folder holds {len(files)} files ({', '.join(n for n, *_ in files)[:300]}); "
                               "none graded: hand in one"))
+            else:  # a learner with nothing to collect still has a row, not a silent gap in the table
+                found.append((entry.name, entry.name + "/", None, "the folder is empty: nothing was handed in"))
         elif entry.is_file(follow_symlinks=False):
             found.append((_stem(entry.name), entry.name, Path(entry.path), ""))
         else:
@@ -330,11 +342,14 @@ def grade_folder(folder: Path, out: Path, *, lessons_folder: Path = LESSONS, exp
         Path(shared).chmod(0o755)
         course = sandbox.course_copy(Path(shared) / "course")
         modules = {module for lesson in lessons.values() for module in modules_of_checks(lesson).values()}
-        hidden = [folder.resolve(), out.resolve(), lessons_folder.resolve()]
-        class_ = Class(mode, course, stand_ins(modules), hidden)
+        unreadable = [folder.resolve(), out.resolve(), lessons_folder.resolve()]
+        # The teacher's course servers (their logs and data, in the venv the sandbox reads) are no hand-in's to see
+        # either (as a dedicated user: their files are the servers' owner's alone, mode 0600).
+        servers = servers_dir().resolve()
+        class_ = Class(mode, course, stand_ins(modules), unreadable + ([servers] if servers.is_dir() else []))
         if mode == sandbox.DEDICATED_USER:
             package = Path(__file__).resolve().parent / "exercises"
-            sandbox.check_dedicated_user(sys.executable, [*hidden, package])
+            sandbox.check_dedicated_user(sys.executable, [*unreadable, package])
 
         def one(student: str, name: str, path: Path | None, problem: str) -> list[Grade]:
             if problem or path is None:  # a hand-in without a problem has its one notebook

@@ -49,6 +49,7 @@ class Sandbox:
 
     def __init__(self, incoming: int, outgoing: int, call_seconds: float) -> None:
         self.lines, self.outgoing, self.call_seconds, self.gone = Lines(incoming), outgoing, call_seconds, ""
+        self.calls_cut_off = 0  # calls of the answer's functions that got no reply: the run had ended
 
     def send(self, message: dict[str, Any]) -> None:
         if self.gone:
@@ -88,7 +89,11 @@ class Sandbox:
         """Call the hand-in's function ``handle`` in its sandbox (``mode`` "each": once per tuple in ``args``;
         "restart": in a fresh process there, as a restarted consumer would); its value, or its error raised here."""
         self.send({mode: handle.number, "args": dump(list(args)), "kwargs": dump(kwargs)})
-        reply = self.receive(self.call_seconds, ("result", "raised"))
+        try:
+            reply = self.receive(self.call_seconds, ("result", "raised"))
+        except SandboxGone:
+            self.calls_cut_off += 1
+            raise
         if "result" in reply:
             return wrapped(load(reply["result"]), self)
         raised = reply.get("raised")
@@ -208,11 +213,15 @@ def judge(job: dict[str, Any], sandbox: Sandbox, write: Any) -> None:
         if "values" not in message:
             verdict, said = "not run", str(message.get("failed", ""))[:300]
         else:
+            cut_off = sandbox.calls_cut_off
             try:
                 values = [load(value) for value in message["values"]]
                 verdict, said = call_check(check, values, sandbox, int(job["seed"]))
             except Exception as error:  # noqa: BLE001 - a check that breaks on an answer is a row, not a crash
                 verdict, said = "not run", f"the check could not run: {type(error).__name__}: {str(error)[:200]}"
+            if sandbox.calls_cut_off > cut_off and verdict != "right":  # the check called the answer after its run
+                # had ended (its time was up): the check's hint would blame the answer, so it is not run, saying why
+                verdict, said = "not run", f"the check could not finish: {sandbox.gone}"
         write({"exercise": exercise, "verdict": verdict, "message": said})
         sandbox.send({"done": exercise})  # the referee goes on to the next answer
 

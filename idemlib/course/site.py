@@ -10,6 +10,10 @@ Before Sphinx sees a lesson, :func:`site_notebook` prepares it for a reader: a
 solution and its check's confirmation are folded together (the check's "Correct"
 gives the answer away), a deliberate error shows as its one-line message, and no
 path of the machine that built the site appears on a page.
+
+A lesson page can carry launch buttons (Binder, the class's JupyterHub) that open the
+learner's own copy of that lesson; a teacher sets them in one place, ``[tool.idemlib.launch]``
+in ``pyproject.toml`` (:class:`Launch`), and a site built without them has none.
 """
 
 from __future__ import annotations
@@ -21,9 +25,13 @@ import io
 import json
 import re
 import shutil
+import tomllib
 from collections.abc import Iterable
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import nbformat
 from nbformat import NotebookNode
@@ -78,10 +86,63 @@ suppress_warnings = ["mystnb.unknown_mime_type"]
 
 
 def setup(app):
+    from idemlib.course.site import open_the_learners_copy
     from idemlib.course.site_search import index_numbers
 
     index_numbers(app)  # 409, 422 and 24 are words a reader of this course searches for
+    app.connect("html-page-context", open_the_learners_copy, priority=502)  # after the theme's launch buttons
 '''
+# Where binder/start leaves each learner's own copies of the lessons, relative to their home.
+LEARNERS_COPIES = "lessons"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The launch buttons of every lesson page, as ``[tool.idemlib.launch]`` in ``pyproject.toml`` sets them.
+
+    ``repository`` is the course's repository on GitHub (``https://github.com/OWNER/REPO``), which Binder builds
+    and nbgitpuller pulls; ``binderhub`` a BinderHub (``https://mybinder.org``) and ``jupyterhub`` the class's hub
+    (``https://hub.example.edu``), each a button when set. No repository, or neither hub: no buttons."""
+
+    repository: str = ""
+    branch: str = "main"
+    binderhub: str = ""
+    jupyterhub: str = ""
+
+    def theme_options(self) -> dict[str, Any]:
+        """sphinx-book-theme's options for these buttons (none when there is nothing to launch)."""
+        if not self.repository or not (self.binderhub or self.jupyterhub):
+            return {}
+        return {"repository_url": self.repository, "repository_branch": self.branch,
+                # The page's lesson in the learner's copies (binder/start makes them), never the full lesson with
+                # its solutions: Binder opens lessons/NN_*.ipynb in the home, where it puts the repository.
+                "path_to_docs": LEARNERS_COPIES,
+                "launch_buttons": {"binderhub_url": self.binderhub, "jupyterhub_url": self.jupyterhub,
+                                   "notebook_interface": "jupyterlab"}}
+
+
+def launch_settings(pyproject: Path = ROOT / "pyproject.toml") -> Launch:
+    """The teacher's launch buttons from ``pyproject``'s ``[tool.idemlib.launch]`` (none when it has no such table);
+    a setting the course does not know is refused by name, so a typo never silently drops a button."""
+    table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("idemlib", {}).get("launch", {})
+    known = {field.name for field in fields(Launch)}
+    if unknown := sorted(set(table) - known):
+        raise ValueError(f"[tool.idemlib.launch] in {pyproject} has {', '.join(unknown)}; "
+                         f"it takes {', '.join(sorted(known))}")
+    return Launch(**{name: str(value) for name, value in table.items()})
+
+
+def open_the_learners_copy(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
+    """The JupyterHub button's nbgitpuller link opens the learner's copy in their home after pulling: the theme
+    points it inside the pulled repository (``REPO/lessons/...``), where there is none."""
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            if button.get("text") != "JupyterHub":
+                continue
+            parts = urlsplit(button["url"])
+            query = dict(parse_qsl(parts.query))
+            query["urlpath"] = f"lab/tree/{LEARNERS_COPIES}/{pagename}.ipynb"
+            button["url"] = urlunsplit(parts._replace(query=urlencode(query, safe="/")))
 
 
 def _fingerprint(path: Path) -> str:
@@ -247,10 +308,12 @@ def _write_if_changed(target: Path, text: str) -> None:
         target.write_text(text, encoding="utf-8")
 
 
-def write_sources(executed: dict[Path, NotebookNode], source: Path) -> None:
-    """The site's Sphinx sources in ``source``: settings, the index, the lessons and the prose pages."""
+def write_sources(executed: dict[Path, NotebookNode], source: Path, launch: Launch | None = None) -> None:
+    """The site's Sphinx sources in ``source``: settings (with ``launch``'s buttons), the index, the lessons and
+    the prose pages."""
     (source / "_static").mkdir(parents=True, exist_ok=True)
-    _write_if_changed(source / "conf.py", CONF)
+    options = launch.theme_options() if launch else {}
+    _write_if_changed(source / "conf.py", CONF + (f"html_theme_options.update({options!r})\n" if options else ""))
     for name in ("course.css", "course.js", "favicon.svg"):
         _write_if_changed(source / "_static" / name, (STATIC / name).read_text(encoding="utf-8"))
     _write_if_changed(source / "index.md", _index(executed))
@@ -262,13 +325,15 @@ def write_sources(executed: dict[Path, NotebookNode], source: Path) -> None:
             _write_if_changed(source / f"{page}.md", _glossary_targets(text) if name == "GLOSSARY.md" else text)
 
 
-def render_site(executed: dict[Path, NotebookNode], out: Path, work: Path | None = None) -> list[str]:
-    """Build the site from executed lessons into ``out``; returns Sphinx's warnings (none, in a good build)."""
+def render_site(executed: dict[Path, NotebookNode], out: Path, work: Path | None = None,
+                launch: Launch | None = None) -> list[str]:
+    """Build the site from executed lessons into ``out``, with ``launch``'s buttons (default: the teacher's, from
+    pyproject.toml); returns Sphinx's warnings (none, in a good build)."""
     from sphinx.application import Sphinx
 
     work = work or out.parent / f".{out.name}-sphinx"
     source = work / "source"
-    write_sources(executed, source)
+    write_sources(executed, source, launch_settings() if launch is None else launch)
     for stale in source.glob("[0-9][0-9]_*.ipynb"):
         if stale.name not in {path.name for path in executed}:
             stale.unlink()

@@ -294,7 +294,10 @@ def _start(kind: Kind, directory: Path) -> Running:
     url = kind.url(port, secret)
     log = directory / f"{kind.key}.log"
     started = time.time()
-    with open(log, "ab") as output:
+    # The log is its owner's alone, as the secret is: a server's log is nobody else's to read (a grading sandbox,
+    # another learner), whatever it holds.
+    with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as output:
+        os.fchmod(output.fileno(), 0o600)  # a log from before, opened to all
         # A session of its own: Ctrl-C in the terminal, or a kernel's interrupt, does not reach the server.
         child = subprocess.Popen(kind.command(binary, data, port), stdin=subprocess.DEVNULL, stdout=output,
                                  stderr=subprocess.STDOUT, start_new_session=True, **user)
