@@ -10,7 +10,6 @@ to tell right from wrong (three wrong answers and two right ones at the least).
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -44,19 +43,6 @@ def _wrongs(bank: Bank) -> list[Wrong]:
     return [w if isinstance(w, Wrong) else Wrong(w) for w in bank.wrong]
 
 
-def quietly_collected(check: Callable[..., Any], args: tuple) -> Any:
-    """``check(*args)`` with Python's cycle collector paused: a check at scale builds 300,000 records, and each
-    full collection while they are alive walks every one of them again (half of such a check's time). Reference
-    counting still frees what the check drops; the cycles it leaves are collected when the collector resumes."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        return check(*args)
-    finally:
-        if was_on:
-            gc.enable()
-
-
 def bank_tests(banks: dict[str, Bank]) -> Callable[..., None]:
     """One parametrised test that runs every right, wrong and blank answer of ``banks``."""
     cases = []
@@ -69,7 +55,7 @@ def bank_tests(banks: dict[str, Bank]) -> Callable[..., None]:
     @pytest.mark.parametrize(("name", "kind", "args", "words"), cases)
     def test_bank(name: str, kind: str, args: tuple, words: str) -> None:
         check: Callable[..., Any] = getattr(exercises, name)
-        feedback = quietly_collected(check, args)
+        feedback = check(*args)
         if kind == "right":
             assert feedback, f"{name} refused a right answer {args!r}: {feedback.message}"
         elif kind == "blank":
