@@ -121,14 +121,13 @@ def engine(request):
     return {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}[request.param]()
 
 
-# `make test` runs on four workers (pytest-xdist, TEST_WORKERS in the Makefile). A lesson's run, its student copy's run and the site
-# are made once per test run, not once per worker: the first worker that needs one makes it under a
+# `make test` runs on four workers (pytest-xdist, TEST_WORKERS in the Makefile). A lesson's run, its student
+# copy's run and the site are made once per test run, not once per worker: the first worker that needs one makes it under a
 # lock in the folder the workers share, and every other reads it from there (pytest-xdist's recipe for
 # a session fixture run once). Two workers may run two lessons side by side; that is safe because
 # every run on a shared server works in names of its own (a schema, stream or queue named after its
 # process), and it keeps the lessons honest: they run while the machine is busy.
 _made: dict[str, NotebookNode] = {}
-
 
 
 def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
