@@ -14,7 +14,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # into the venv's own JupyterLab settings, never the user's home.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: lab test bench html student grade clean stop
+.PHONY: lab test bench bench-tests html student grade clean stop
 
 # PostgreSQL, Redis and NATS start by themselves when a lesson or test first needs one
 # (idemlib/servers, from the venv's pip packages). Each belongs to the command that started
@@ -47,10 +47,12 @@ lab: $(STAMP) $(LAB_SETTINGS)
 
 # Four workers (pytest-xdist), even on 2 cores: the tests wait on kernels, servers and sandboxes'
 # time limits about as much as they compute. Each lesson is still executed once a run (tests/conftest.py).
+# loadgroup keeps the tests that share one graded class on one worker (tests/test_grade*.py), so it is graded
+# once, and hands out every other test one at a time, the slowest first (tests/conftest.py).
 TEST_WORKERS ?= 4
 
 test: $(STAMP) $(LAB_SETTINGS)
-	$(OWN_SERVERS) $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS); $(STOP_SERVERS)
+	$(OWN_SERVERS) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); $(STOP_SERVERS)
 
 html: $(STAMP)
 	$(OWN_SERVERS) $(BIN)/python -m idemlib.course html build/html; $(STOP_SERVERS)
@@ -66,6 +68,10 @@ grade: $(STAMP)
 bench: $(STAMP)
 	$(OWN_SERVERS) $(BIN)/python benchmarks/bench_overhead.py && $(BIN)/python benchmarks/bench_inbox_cost.py \
 		&& $(BIN)/python benchmarks/bench_lessons.py && $(BIN)/python benchmarks/bench_hub.py; $(STOP_SERVERS)
+
+# The test suite timed from outside: wall and CPU time, the machine's load, the slowest files and tests.
+bench-tests: $(STAMP) $(LAB_SETTINGS)
+	$(OWN_SERVERS) TEST_WORKERS=$(TEST_WORKERS) $(BIN)/python benchmarks/bench_tests.py $(PYTEST_ARGS); $(STOP_SERVERS)
 
 stop:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python -m idemlib.servers stop; fi

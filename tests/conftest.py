@@ -47,6 +47,51 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         del os.environ["IDEMLIB_SERVERS_OWNER"]
 
 
+# The slowest tests first (each prefix's tests in this order, then every other test as collected; measured with
+# --durations on CI), so that on the workers (``--dist loadgroup``, see the Makefile) the long ones start together
+# at the outset instead of one of them running on alone at the end. Every lesson's run comes first, then one test
+# that builds the site from them; the other tests of the site come after work that needs no site, so no worker
+# sits waiting for it. (The groups of tests that share one graded class go out first anyway: loadgroup hands out
+# the largest groups first.)
+FIRST = (
+    "tests/test_notebooks.py::test_only_cells_tagged_raises_exception_raise",  # one test per lesson: every lesson's run
+    "tests/test_glossary.py::test_the_site_has_the_glossary",  # the site, built from every lesson's run
+    "tests/test_grade.py::test_a_function_answer_is_restarted_in_its_own_sandbox_and_graded_right",
+    "tests/test_jupyterhub.py",
+    "tests/test_determinism.py",  # the student copies' runs
+    "tests/test_browser.py::test_no_page_has_a_serious_accessibility_violation",
+    "tests/test_browser.py::test_every_page_loads_cleanly",
+    "tests/test_browser.py::test_on_a_phone",
+    "tests/test_binder.py",
+    "tests/test_installed.py",
+    "tests/test_exercises_05.py",
+    "tests/test_exercises_04.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put the tests of :data:`FIRST` first, in its order (a stable sort: each keeps its place among its own),
+    and under ``--dist loadgroup`` name each test's ``xdist_group`` in its ID, as pytest-xdist means to.
+
+    pytest-xdist 3.8 tells the scheduler a test's group by writing ``@group`` into the test's ID through a
+    field pytest 9.2 no longer reads (pytest-xdist issue 1386): the groups are silently ignored, and each
+    worker that draws a test of a graded class grades the whole class again. After pytest-xdist's own hook
+    (``trylast``), a grouped ID without its ``@group`` gets it here, as that issue's fix (pull request 1388) does.
+    """
+    def rank(item: pytest.Item) -> int:
+        return next((place for place, prefix in enumerate(FIRST) if item.nodeid.startswith(prefix)), len(FIRST))
+
+    items.sort(key=rank)
+    if not getattr(config.option, "loadgroup", False):  # set on pytest-xdist's workers only
+        return
+    for item in items:
+        groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                         for mark in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = type(item._id).parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
 def need(reason: str | None) -> None:
     """Given why a server is missing (None: it answers), skip with instructions, or fail where
     ``IDEMLIB_REQUIRE_SERVERS`` requires that server (CI)."""
@@ -76,8 +121,8 @@ def engine(request):
     return {"DuckDB": DuckDBPayments, "SQLite": SQLitePayments}[request.param]()
 
 
-# `make test` runs on two workers (pytest-xdist). A lesson's run, its student copy's run and the site
-# are made once per test run, not once per worker: the first worker that needs one makes it under a
+# `make test` runs on four workers (pytest-xdist, TEST_WORKERS in the Makefile). A lesson's run, its student
+# copy's run and the site are made once per test run, not once per worker: the first worker that needs one makes it under a
 # lock in the folder the workers share, and every other reads it from there (pytest-xdist's recipe for
 # a session fixture run once). Two workers may run two lessons side by side; that is safe because
 # every run on a shared server works in names of its own (a schema, stream or queue named after its

@@ -27,6 +27,11 @@ from idemlib.course.lessons import LESSONS
 from idemlib.course.publish import student_copy
 
 
+# The tests that read the graded class run on one worker (``--dist loadgroup``, see the Makefile), so the class is
+# graded once a run, not once on each worker that draws one of them.
+GRADED = pytest.mark.xdist_group("graded")
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     lessons, folder = tmp_path_factory.mktemp("lessons"), tmp_path_factory.mktemp("handed_in")
@@ -150,12 +155,14 @@ EXPECTED = {
 }
 
 
+@GRADED
 @pytest.mark.parametrize("student", sorted(EXPECTED))
 def test_each_kind_of_hand_in_gets_the_right_row(graded, student):
     rows, _ = graded
     assert verdicts(rows, student) == EXPECTED[student]
 
 
+@GRADED
 def test_a_wrong_answer_carries_the_hint_the_student_saw(graded):
     rows, _ = graded
     wrong = next(r for r in rows if r.student == "wrong" and r.exercise == "check_triple_charge")
@@ -168,6 +175,7 @@ def test_a_wrong_answer_carries_the_hint_the_student_saw(graded):
     assert "other data the grader drew" in learnt.hint
 
 
+@GRADED
 def test_the_csv_and_the_page_hold_every_row(graded):
     rows, out = graded
     with (out / "grades.csv").open() as handle:
@@ -250,6 +258,7 @@ def test_a_function_answer_is_restarted_in_its_own_sandbox_and_graded_right(tmp_
     assert rows and all(row.verdict == "right" for row in rows), [(r.student, r.exercise, r.verdict, r.hint) for r in rows]
 
 
+@GRADED
 def test_the_grade_page_opens_in_a_browser_without_errors(graded, browser):
     _, out = graded
     page = browser.new_page()

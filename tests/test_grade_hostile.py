@@ -20,6 +20,10 @@ from nbformat.v4 import new_code_cell
 from idemlib.course import sandbox
 from idemlib.course.grade import Grade, grade_folder
 
+# Every test here reads the one graded class: they run on one worker (``--dist loadgroup``, see the Makefile), so
+# the class is graded once a run.
+pytestmark = pytest.mark.xdist_group("hostile")
+
 FEEDBACK = "idemlib.course.exercises.feedback"
 BLANK = {"check_triple_charge": "blank", "check_overcharge": "blank", "check_message_key": "blank"}
 WRONG_THEN_BLANK = {**BLANK, "check_triple_charge": "wrong"}

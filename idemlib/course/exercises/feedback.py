@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -94,11 +95,21 @@ class Feedback:
 
 
 def exercise(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
-    """Mark ``check`` as an exercise check: every verdict it returns names the exercise (the check's name)."""
+    """Mark ``check`` as an exercise check: every verdict it returns names the exercise (the check's name).
+
+    The check runs with Python's cycle collector paused: a check at scale holds 300,000 records while it
+    judges, and each full collection meanwhile walks every one of them again (half such a check's time).
+    Reference counting still frees what the check drops; cycles it leaves wait for the collector's next run."""
 
     @functools.wraps(check)
     def named(*args: Any, **kwargs: Any) -> Feedback:
-        return dataclasses.replace(check(*args, **kwargs), exercise=check.__name__)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return dataclasses.replace(check(*args, **kwargs), exercise=check.__name__)
+        finally:
+            if collecting:
+                gc.enable()
 
     return named
 
