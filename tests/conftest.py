@@ -258,7 +258,8 @@ def axe_script(tmp_path_factory) -> str:
             subprocess.run(["npm", "install", "--prefix", str(folder), "--no-save", "--no-audit", "--no-fund",
                             f"axe-core@{AXE_VERSION}"], check=False, capture_output=True, timeout=300)
     if not script.exists():
-        message = f"axe-core is not installed and npm could not install it: `npm install --prefix {folder} axe-core@{AXE_VERSION}`."
+        message = ("axe-core is not installed and npm could not install it: "
+                   f"`npm install --prefix {folder} axe-core@{AXE_VERSION}`.")
         if require_servers("axe-core"):
             pytest.fail(message)
         pytest.skip(message)

@@ -26,7 +26,6 @@ from idemlib.course.grade import MAX_BYTES, Grade, grade_folder, plain_text, rea
 from idemlib.course.lessons import LESSONS
 from idemlib.course.publish import student_copy
 
-
 # The tests that read the graded class run on one worker (``--dist loadgroup``, see the Makefile), so the class is
 # graded once a run, not once on each worker that draws one of them.
 GRADED = pytest.mark.xdist_group("graded")
