@@ -30,7 +30,11 @@ def open_to_all(path: Path) -> bool:
 
 
 def python_for_anyone() -> Path | None:
-    """This interpreter where any user can run it, else the system's of the same version, else None."""
+    """This interpreter where any user can run it, else the system's of the same version, else None; None too
+    where another user could not read the course's code or the venv's packages (a checkout under a folder only
+    its owner may enter, such as root's home), since that interpreter runs them."""
+    if not (open_to_all(REPOSITORY) and all(open_to_all(Path(folder)) for folder in site.getsitepackages())):
+        return None
     mine = Path(sys.executable)
     if open_to_all(mine):
         return mine

