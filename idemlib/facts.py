@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pandas.io.formats.style import Styler
 
 
 def _facts_file() -> Path:
@@ -23,6 +24,31 @@ def _facts_file() -> Path:
 
 
 FACTS_FILE = _facts_file()
+
+
+class WholeText(Styler):
+    """A styled table of quotes and notes that reads whole everywhere.
+
+    In JupyterLab and on the site the HTML wraps each long text in its cell; read as plain text (an
+    executed notebook in a terminal, a diff, a screen reader fed ``text/plain``) a ``Styler`` would
+    print only ``<Styler object at 0x…>``, losing the very evidence it shows, so this one prints the
+    table with every text uncut.
+    """
+
+    def __repr__(self) -> str:
+        """One block per row, ``column: text`` a line, so a long quote is neither cut nor padded."""
+        hidden = bool(getattr(self, "hide_index_", [False])[0])
+        blocks = []
+        for name, row in self.data.iterrows():
+            lines = [] if hidden else [" · ".join(map(str, name)) if isinstance(name, tuple) else str(name)]
+            lines += [f"{column}: {text}" for column, text in row.items()]
+            blocks.append("\n".join(lines))
+        return "\n\n".join(blocks)
+
+
+def whole_text(frame: pd.DataFrame, columns: list[str] | None = None) -> WholeText:
+    """``frame`` styled so its long texts wrap, left-aligned, in HTML and print uncut as plain text."""
+    return WholeText(frame).set_properties(subset=columns, **{"text-align": "left", "white-space": "normal"})
 
 
 class FactsTable(pd.DataFrame):
@@ -38,7 +64,7 @@ class FactsTable(pd.DataFrame):
 
     @property
     def style(self) -> Any:
-        return super().style.hide(axis="index")
+        return whole_text(self).hide(axis="index")
 
     def _repr_html_(self) -> str | None:
         return self.style.to_html()

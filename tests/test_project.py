@@ -98,6 +98,30 @@ def test_every_fact_is_one_row():
     assert not names.duplicated().any(), f"facts.csv holds these facts twice: {sorted(set(names[names.duplicated()]))}"
 
 
+def test_a_fact_that_a_lesson_shows_on_its_server_names_no_version_by_hand():
+    """The lessons print the version of the server a cell ran on; a version typed beside "in lesson N" drifts
+    from it (rows once said PostgreSQL 15 and NATS 2.9 where the lessons print 18.6 and 2.15.1)."""
+    typed = {}
+    for name, holds_for in load_facts()["holds_for"].items():
+        for clause in re.split(r"[;()]", holds_for):
+            if "lesson" in clause and re.search(r"\d", re.sub(r"lessons? \d+(\s*(,|and|or)\s*\d+)*", "", clause)):
+                typed[name] = clause.strip()
+    assert not typed, f"say 'on the server whose version the lesson prints' instead: {typed}"
+
+
+def test_a_table_of_quotes_reads_whole_as_plain_text_and_wraps_as_html():
+    """An executed lesson read in a terminal or a diff shows text/plain: a Styler's would be only its address."""
+    rows = load_facts().loc[["pg_skip_locked", "rfc9110_idempotent_definition"], ["quote", "holds_for"]]
+    styled = rows.style.set_properties(**{"text-align": "left"})
+    plain = repr(styled)
+    assert "Styler" not in plain and "object at" not in plain
+    for quote in rows["quote"]:
+        assert f"quote: {quote}" in plain  # whole, never cut at display.max_colwidth
+    assert "pg_skip_locked" not in plain  # the course's key is not for readers
+    html = styled.to_html()
+    assert "white-space: normal" in html and rows["quote"].iloc[0] in html and "pg_skip_locked" not in html
+
+
 def test_unknown_facts_are_refused_with_the_fix():
     with pytest.raises(KeyError, match="add a row"):
         idemlib.fact("kafka_magic_number")

@@ -23,7 +23,7 @@ import pandas as pd
 from idemlib.broker import Broker
 from idemlib.brokers.sources import SOURCES, BrokerDelivery
 from idemlib.clock import VirtualClock
-from idemlib.facts import fact, fact_seconds, load_facts
+from idemlib.facts import WholeText, fact, fact_seconds, load_facts, whole_text
 from idemlib.messages import Message
 from idemlib.trace import Trace
 
@@ -342,7 +342,7 @@ def model_table(models: tuple[BrokerModel, ...] = MODELS) -> pd.DataFrame:
                          for m in models]).set_index("broker")
 
 
-def model_notes(models: tuple[BrokerModel, ...] = MODELS) -> pd.io.formats.style.Styler:
+def model_notes(models: tuple[BrokerModel, ...] = MODELS) -> WholeText:
     """Where each model's feature stops, then what the model assumes: one short row each, its text wrapped.
 
     A styled table, so the long notes wrap at a readable width in JupyterLab and on the site
@@ -351,8 +351,7 @@ def model_notes(models: tuple[BrokerModel, ...] = MODELS) -> pd.io.formats.style
     rows = [(m.name, note, text) for m in models
             for note, text in [("stops", m.limits), *((f"assumes ({i})", a) for i, a in enumerate(m.assumptions, 1))]]
     frame = pd.DataFrame(rows, columns=["broker", "note", "text"]).set_index(["broker", "note"])
-    return frame.style.set_properties(subset=["text"], **{"white-space": "normal", "max-width": "42em",
-                                                           "text-align": "left"})
+    return whole_text(frame, ["text"]).set_properties(subset=["text"], **{"max-width": "42em"})
 
 
 def kafka_transaction_effects(output: str, *, crash_before_commit: bool = True) -> int:
