@@ -388,7 +388,7 @@ def simulate(
         if not 0 <= seconds < float("inf"):
             raise ValueError(f"step_seconds[{step!r}] must be a finite number of seconds, 0 or more, got {seconds}")
     database = database or DuckDBPayments()
-    engine = Engine(handler, database.session, faults=faults, step_seconds=step_seconds, provider=provider,
+    engine = Engine(handler, handler.sessions(database), faults=faults, step_seconds=step_seconds, provider=provider,
                     visibility_timeout=visibility_timeout, max_deliveries=max_deliveries,
                     total_charged=database.total_charged if watch_total else None)
     engine.add_consumers(consumers)
