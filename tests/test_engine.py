@@ -95,6 +95,18 @@ def test_per_copy_reaches_powertools():
     assert_per_copy_draws_apart(lost, len(COPIES))
 
 
+def test_per_copy_reaches_the_design_review_service():
+    from idemlib.case_study.design_review import SAFE
+    from idemlib.case_study.mortgage import APPLICATION_42
+
+    def lost(per_copy: bool) -> int:
+        service, bank, payments = SAFE[0].parts()  # the account service, its bank and the payment system
+        return first_acks_lost(simulate(service, [APPLICATION_42] * 4, faults=plan(per_copy), database=bank,
+                                        provider=payments, max_deliveries=20).trace)
+
+    assert_per_copy_draws_apart({per_copy: lost(per_copy) for per_copy in (False, True)}, 4)
+
+
 def test_a_lost_ack_now_reaches_a_real_process_too(tmp_path):
     result = kill_between_steps(str(tmp_path / "p.duckdb"), [RUNNING_EXAMPLE], FaultPlan(lost_acks=[LostAck()]),
                                 handler="naive")
