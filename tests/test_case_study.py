@@ -199,9 +199,9 @@ def test_a_design_with_an_unknown_setting_says_what_it_accepts():
 
 
 def test_on_postgres_the_check_inside_the_transaction_opens_two_accounts_unless_a_unique_key_settles_it(postgres_schema):
-    without = account_service.race(postgres_schema.connect, APPLICATION_42, unique_application=False)
+    without = account_service.two_deliveries_at_once(postgres_schema.connect, APPLICATION_42, unique_application=False)
     assert (without.attrs["isolation"], without.attrs["accounts"]) == ("read committed", 2)
-    with_key = account_service.race(postgres_schema.connect, APPLICATION_42, unique_application=True)
+    with_key = account_service.two_deliveries_at_once(postgres_schema.connect, APPLICATION_42, unique_application=True)
     assert with_key.attrs["accounts"] == 1
     assert "UniqueViolation" in with_key["what happened"].iloc[2]
     assert with_key["what happened"].iloc[-1] == "found the account; acknowledged"
