@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass
+from typing import Protocol
 
 from idemlib.clock import VirtualClock
 from idemlib.messages import Message
@@ -54,6 +55,23 @@ class DeadLetter:
     message: Message
     deliveries: int
     reason: str
+
+
+class Source(Protocol):
+    """Where the run engine's consumers take their deliveries from: the :class:`Broker`'s queue, or a log.
+
+    A source hands out deliveries, hears acks and give-backs, and says when it has
+    nothing left: every message acked (or dead-lettered), none out with a consumer.
+    """
+
+    @property
+    def is_empty(self) -> bool: ...
+    def receive(self, consumer: str) -> Delivery | None: ...
+    def ack(self, delivery: Delivery) -> bool: ...
+    def release(self, delivery: Delivery, reason: str) -> None: ...
+    def extend(self, delivery: Delivery) -> bool: ...
+    def next_lease_expiry(self) -> float | None: ...
+    def crashed(self, consumer: str) -> None: ...
 
 
 READY, LEASED, ACKED, DEAD = "ready", "leased", "acked", "dead-lettered"
@@ -196,6 +214,9 @@ class Broker:
                 return expires
             heapq.heappop(self._leases)  # acked, released or extended since; nothing to expire at this moment
         return None
+
+    def crashed(self, consumer: str) -> None:
+        """A consumer process died. The broker cannot tell a dead consumer from a slow one: its leases run out."""
 
     def place_of(self, position: int) -> str:
         """Where the message published at ``position`` is now: one of :data:`PLACES`."""

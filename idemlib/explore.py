@@ -28,7 +28,7 @@ from idemlib.handlers import (
 )
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
-from idemlib.sim import DEFAULT_STEP_SECONDS, EarliestDue, Engine, Worker, outcome_of, simulate
+from idemlib.sim import DEFAULT_STEP_SECONDS, EarliestDue, Engine, RunResult, Worker, outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase
 from idemlib.stores.cache import Cache
 from idemlib.stores.keyvalue import KeyValuePayments
@@ -52,35 +52,53 @@ def fault_points(handler: Handler) -> list[tuple[str, FaultPlan]]:
     return points
 
 
-def crash_matrix(handlers: Iterable[Handler] = HANDLERS, message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
-    """Run ``message`` through each handler once per fault point, redelivering until it is acked.
+Setup = Callable[[], tuple[Handler, PaymentsDatabase] | tuple[Handler, PaymentsDatabase, PaymentProvider]]
+"""A fresh run's parts: the consumer, its database and, for a consumer that calls one, its payment provider."""
+Measure = Callable[[Handler, PaymentsDatabase, RunResult], Mapping[str, object]]
+"""A crash matrix's columns for one run: what the run did, from the consumer, its database and the run's result."""
 
-    One row per (handler, fault): the dollars charged, how many charges that is,
-    and the outcome (charge lost, charged once, charged twice).
+
+def charges(handler: Handler, database: PaymentsDatabase, result: RunResult) -> dict[str, object]:
+    """One message's columns: the dollars charged, how many charges that is, and the outcome (lost, once, twice)."""
+    amount = handler.read(result.messages[0]).amount  # a message the handler cannot read is refused, saying why
+    total = result.total_charged
+    return {"total charged": total, "charges": total // amount, "outcome": outcome_of(total // amount)}
+
+
+def outcome_counts(handler: Handler, database: PaymentsDatabase, result: RunResult) -> dict[str, object]:
+    """Many messages' columns: how many ended charged once, lost or twice, and the dollars charged against owed."""
+    outcomes = result.outcomes().value_counts()
+    counts = {name: int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice")}
+    return {**counts, "total charged ($)": result.total_charged, "owed ($)": result.expected_total}
+
+
+def crash_matrix(setups: Iterable[Handler] | Mapping[str, Setup] = HANDLERS,
+                 messages: Message | Sequence[Message] = RUNNING_EXAMPLE, *, measure: Measure = charges,
+                 label: str | None = "handler") -> pd.DataFrame:
+    """Run ``messages`` through each setup once per fault point (:func:`fault_points`), redelivering until acked.
+
+    ``setups`` are handlers (each run on a fresh DuckDB, named by the handler) or a
+    mapping of a name to a :data:`Setup`, for parts that must be fresh every run (a
+    store, a cache, a payment provider). One row per (setup, fault): the setup's name
+    under ``label`` (None: no such column, for one setup), the fault, and ``measure``'s
+    columns: by default one message's :func:`charges`; :func:`outcome_counts` for many.
     """
-    setups = {handler.name: functools.partial(_with_duckdb, handler) for handler in handlers}
-    return store_matrix(setups, message).rename(columns={"setup": "handler"})
+    if not isinstance(setups, Mapping):
+        setups = {handler.name: functools.partial(_with_duckdb, handler) for handler in setups}
+    messages = [messages] if isinstance(messages, Message) else list(messages)
+    rows = []
+    for name, setup in setups.items():
+        first = setup()  # its handler lists the fault points, and it serves the first run
+        for number, (fault, plan) in enumerate(fault_points(first[0])):
+            handler, database, *provider = first if number == 0 else setup()
+            result = simulate(handler, messages, faults=plan, database=database, provider=next(iter(provider), None))
+            rows.append({**({label: name} if label is not None else {}), "fault": fault,
+                         **measure(handler, database, result)})
+    return pd.DataFrame(rows)
 
 
 def _with_duckdb(handler: Handler) -> tuple[Handler, PaymentsDatabase]:
     return handler, DuckDBPayments()
-
-
-def store_matrix(setups: Mapping[str, Callable[[], tuple[Handler, PaymentsDatabase]]],
-                 message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
-    """Like :func:`crash_matrix`, for setups that need fresh parts every run (a store, a cache).
-
-    ``setups`` maps a label to a function returning a new (handler, database) pair.
-    """
-    rows = []
-    for label, setup in setups.items():
-        first = setup()  # its handler lists the fault points, and it serves the first run
-        amount = first[0].read(message).amount  # a message the handler cannot read is refused here, saying why
-        for number, (fault, plan) in enumerate(fault_points(first[0])):
-            handler, database = first if number == 0 else setup()
-            total = simulate(handler, [message], faults=plan, database=database).total_charged
-            rows.append((label, fault, total, total // amount, outcome_of(total // amount)))
-    return pd.DataFrame(rows, columns=["setup", "fault", "total charged", "charges", "outcome"])
 
 
 def cost_per_message(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]], messages: list[Message],
@@ -151,6 +169,7 @@ def interleavings(
     database: PaymentsDatabase | None = None,
     provider: Callable[[], PaymentProvider] | None = None,
     schedules: Iterable[str] | None = None,
+    effect: str = "charges",
 ) -> pd.DataFrame:
     """Run every order in which two consumers holding the same message can take their steps.
 
@@ -162,7 +181,8 @@ def interleavings(
     ``provider`` (a factory), each schedule gets a fresh payment provider and the
     table also counts the calls it received and the charges it made. ``schedules``
     plays only the given orders, each a string such as ``"AABB..."`` with one letter
-    per step (both consumers take every step), instead of all of them.
+    per step (both consumers take every step), instead of all of them. ``effect`` names
+    what the database's payments count (charges; accounts, for the loan service).
     """
     database = database or DuckDBPayments()
     steps = len(handler.steps)
@@ -178,7 +198,7 @@ def interleavings(
         seen.setdefault(taken, (database.total_charged(), engine.trace.count(Event.CONFLICT), *called))
     rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount), *called)
             for taken, (charged, conflicts, *called) in seen.items()]
-    columns = ["interleaving", "charges", "conflicts", "outcome"]
+    columns = ["interleaving", effect, "conflicts", "outcome"]
     return pd.DataFrame(rows, columns=columns + (["provider calls", "charges at provider"] if provider else []))
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from idemlib.broker import Delivery
 from idemlib.messages import BadMessage, Charge, Message, parse_charge
 from idemlib.provider import Response
-from idemlib.stores import PaymentsSession
+from idemlib.stores import PaymentsDatabase, PaymentsSession
 from idemlib.stores.cache import Cache
 
 
@@ -115,6 +115,11 @@ class Handler:
     def crash_detail(self, step: str, ctx: Context) -> str:
         """How the trace describes a crash of this consumer just before ``step``."""
         return f"before {step}"
+
+    def sessions(self, database: PaymentsDatabase) -> Callable[[], Any]:
+        """Where this consumer's sessions on ``database`` come from: one per consumer process, and a new one
+        after a crash."""
+        return database.session
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}: {' → '.join(self.steps)}>"

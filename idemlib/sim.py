@@ -7,8 +7,8 @@ real processes' would, inside the real database engine.
 
 :class:`Engine` is that loop, and the only one: :func:`simulate`, a day in
 production, the explorers' interleavings (a scripted policy, in :mod:`idemlib.explore`),
-a batched consumer, a real process killed between steps and the Powertools library
-in child processes are each a few lines of set-up on it.
+a batched consumer, a real process killed between steps, the Powertools library
+in child processes and the offset consumer reading a log are each a few lines of set-up on it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from idemlib.broker import Broker, DeadLetter, Delivery
+from idemlib.broker import Broker, DeadLetter, Delivery, Source
 from idemlib.clock import VirtualClock
 from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, Handler, ProviderError, ResponseLost, Steps
@@ -146,13 +146,17 @@ class Engine:
     (:meth:`publish`), step durations (a mapping or a function of time), the
     scheduling ``policy``, and the ``faults``, consulted here and nowhere else, always
     with the copy's position on the queue, so every fault kind reaches every consumer.
+    The consumers take their deliveries from the engine's broker, to which messages
+    are published, unless a ``source`` is plugged in: a function of the run's clock and
+    trace that returns another :class:`~idemlib.broker.Source` (a log read through a
+    subscription, whose records are already written).
     """
 
     def __init__(
         self, consumer: Handler, sessions: Callable[[], Any], *, faults: FaultPlan | None = None,
         step_seconds: Durations | None = None, provider: PaymentProvider | None = None,
         visibility_timeout: float = 30.0, max_deliveries: int = 5, total_charged: Callable[[], int] | None = None,
-        policy: Policy | None = None,
+        policy: Policy | None = None, source: Callable[[VirtualClock, Trace], Source] | None = None,
     ) -> None:
         self.consumer, self.sessions = consumer, sessions
         self.faults = faults or FaultPlan()
@@ -164,6 +168,7 @@ class Engine:
         self.trace = Trace(self.clock, total_charged)
         self.broker = Broker(self.clock, self.trace, visibility_timeout=visibility_timeout,
                              max_deliveries=max_deliveries)
+        self.source: Source = source(self.clock, self.trace) if source is not None else self.broker
         self.workers: list[Worker] = []
         self._arrivals: deque[tuple[float, Message]] = deque()
         self._turns = itertools.count()
@@ -192,8 +197,8 @@ class Engine:
 
     def run(self) -> None:
         """Move consumers until every message is acked or dead-lettered and no consumer holds one."""
-        clock, broker, arrivals = self.clock, self.broker, self._arrivals
-        while arrivals or not broker.is_empty or any(w.busy for w in self.workers):
+        clock, broker, source, arrivals = self.clock, self.broker, self.source, self._arrivals
+        while arrivals or not source.is_empty or any(w.busy for w in self.workers):
             worker = self.policy.choose(self.workers)
             while arrivals and arrivals[0][0] <= worker.ready_at:
                 moment, message = arrivals.popleft()
@@ -201,14 +206,14 @@ class Engine:
                 broker.publish(message)
             clock.advance_to(worker.ready_at)
             if not worker.busy:
-                if broker.is_empty and not arrivals:
+                if source.is_empty and not arrivals:
                     self._wake(worker, float("inf"))  # done: the last rival finishes its job
                     continue
                 if not self.start(worker):
                     # Nothing to take now: sleep until a lease runs out, a message arrives or a rival moves.
                     # A rival due now has waited longer, so it moves before this worker looks again.
                     wakes = [w.ready_at for w in self.workers if w is not worker and w.busy]
-                    wakes += [t for t in (broker.next_lease_expiry(), arrivals[0][0] if arrivals else None)
+                    wakes += [t for t in (source.next_lease_expiry(), arrivals[0][0] if arrivals else None)
                               if t is not None]
                     self._wake(worker, min(wakes, default=float("inf")))
                     continue
@@ -233,7 +238,7 @@ class Engine:
         """Give ``worker`` a delivery (a batch, for a batch consumer) and begin its job; False if none is available."""
         size = self.consumer.batch_size
         taken: list[Delivery] = []
-        while len(taken) < (size or 1) and (delivery := self.broker.receive(worker.name)) is not None:
+        while len(taken) < (size or 1) and (delivery := self.source.receive(worker.name)) is not None:
             taken.append(delivery)
         if not taken:
             return False
@@ -251,12 +256,12 @@ class Engine:
             self.consumer.read(delivery.message)
         except BadMessage as error:
             self.trace.record(worker.name, Event.REJECTED, delivery.message_id, delivery.count, str(error))
-            self.broker.release(delivery, str(error))
+            self.source.release(delivery, str(error))
             return False
         return True
 
     def _context(self, worker: Worker, deliveries: tuple[Delivery, ...]) -> Context:
-        faults, trace, broker, first = self.faults, self.trace, self.broker, deliveries[0]
+        faults, trace, source, first = self.faults, self.trace, self.source, deliveries[0]
 
         def record(delivery: Delivery, event: str, detail: str = "") -> None:
             trace.record(worker.name, event, delivery.message_id, delivery.count, detail)
@@ -266,7 +271,7 @@ class Engine:
                 if faults.loses_ack(delivery.message_id, delivery.count, delivery.position):
                     record(delivery, Event.ACK_LOST)
                 else:
-                    broker.ack(delivery)
+                    source.ack(delivery)
 
         def call_provider(key: str | None, charge: Charge) -> Response:
             assert self.provider is not None
@@ -277,7 +282,7 @@ class Engine:
             return response
 
         context = Context(first, worker.session, ack, lambda event: record(first, event), now=self.clock.now,
-                          extend_lease=lambda: broker.extend(first), deliveries=deliveries, record=record)
+                          extend_lease=lambda: source.extend(first), deliveries=deliveries, record=record)
         if self.provider is not None:
             context.call_provider = call_provider
         return context
@@ -309,7 +314,7 @@ class Engine:
             if was_open:
                 context.record(first, Event.ROLLED_BACK, "")
             for delivery in context.deliveries:
-                self.broker.release(delivery, reason)
+                self.source.release(delivery, reason)
             self._end(worker)
             return 0.0
         if worker.step is not None and worker.step not in ACK_STEPS:
@@ -327,6 +332,7 @@ class Engine:
                 context.record(first, Event.ROLLED_BACK, "")
             job.close()
             self._end(worker)
+            self.source.crashed(worker.name)
             worker.session = self.sessions()
             return self.consumer.restart_seconds
         worker.step = next_step
@@ -382,7 +388,7 @@ def simulate(
         if not 0 <= seconds < float("inf"):
             raise ValueError(f"step_seconds[{step!r}] must be a finite number of seconds, 0 or more, got {seconds}")
     database = database or DuckDBPayments()
-    engine = Engine(handler, database.session, faults=faults, step_seconds=step_seconds, provider=provider,
+    engine = Engine(handler, handler.sessions(database), faults=faults, step_seconds=step_seconds, provider=provider,
                     visibility_timeout=visibility_timeout, max_deliveries=max_deliveries,
                     total_charged=database.total_charged if watch_total else None)
     engine.add_consumers(consumers)

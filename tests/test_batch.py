@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from idemlib import Crash, FaultPlan, Message, payment_stream
-from idemlib.operating.batch import STEPS, BatchSession, consume, crash_matrix, interleavings
+from idemlib.explore import crash_matrix, outcome_counts
+from idemlib.operating.batch import STEPS, BatchConsumer, BatchSession, consume, interleavings
 from idemlib.operating.costs import batch_throughput, bulk_insert
 from idemlib.stores import DuckDBPayments
 
@@ -37,7 +38,7 @@ def test_a_batch_with_duplicates_charges_each_message_once(engine):
 @pytest.mark.parametrize("batch_size", [1, 3, 50])
 def test_the_crash_matrix_charges_every_message_once(batch_size):
     messages = with_repeats(7)
-    matrix = crash_matrix(DuckDBPayments, messages, batch_size)
+    matrix = crash_matrix([BatchConsumer(batch_size)], messages, measure=outcome_counts, label=None)
     assert list(matrix["fault"]) == ["no fault", *(f"crash before {s}" for s in STEPS), "every ack lost once"]
     assert (matrix["charged once"] == 7).all(), matrix
     assert (matrix["total charged ($)"] == matrix["owed ($)"]).all()

@@ -9,11 +9,11 @@ from idemlib.case_study.design_review import (
     MISTAKES,
     SAFE,
     Design,
+    accounts_and_payouts,
     at_once,
-    crash_matrix,
     five_questions,
     payout_after_key_window,
-    race,
+    racing,
     reproduce_mistakes,
     review,
     run,
@@ -22,7 +22,7 @@ from idemlib.case_study.mortgage import APPLICATION_42, AccountService, open_acc
 from idemlib.case_study.outbox import ApprovalService, RelayCrashed
 from idemlib.case_study.retry_day import applications, retry_policies
 from idemlib.case_study.slow_payout import LoanRecordsBank, PayoutInProgress, slow_payout
-from idemlib.explore import fault_points
+from idemlib.explore import crash_matrix, fault_points, interleavings
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.long_work.inprogress import run_long
 from idemlib.messages import BadMessage, Message
@@ -45,7 +45,7 @@ def test_each_mistake_fails_under_its_failure_and_the_inbox_holds_under_the_same
 
 
 def test_checking_outside_the_transaction_loses_most_races():
-    counts = race(MISTAKES[0])["accounts"].value_counts().to_dict()
+    counts = interleavings(*racing(MISTAKES[0]), effect="accounts")["accounts"].value_counts().to_dict()
     assert counts.get(2, 0) > counts.get(1, 0) > 0
 
 
@@ -68,14 +68,15 @@ def test_a_key_made_up_per_attempt_is_different_every_time():
 
 @pytest.mark.parametrize("design", SAFE, ids=lambda d: d.label)
 def test_every_safe_design_opens_one_account_and_pays_once_at_every_crash_point(design):
-    matrix = crash_matrix(design)
+    matrix = crash_matrix({design.label: design.parts}, APPLICATION_42, measure=accounts_and_payouts, label="design")
+    assert list(matrix.columns) == ["design", "fault", "accounts", "payouts"]
     assert set(matrix["accounts"]) == {1} and set(matrix["payouts"]) == {1}
     assert len(matrix) == len(design.service().steps) + 2
 
 
 @pytest.mark.parametrize("design", SAFE, ids=lambda d: d.label)
 def test_every_safe_design_opens_one_account_in_every_interleaving(design):
-    table = race(design)
+    table = interleavings(*racing(design), effect="accounts")
     assert len(table) > 10 and set(table["accounts"]) == {1}
 
 
@@ -198,9 +199,9 @@ def test_a_design_with_an_unknown_setting_says_what_it_accepts():
 
 
 def test_on_postgres_the_check_inside_the_transaction_opens_two_accounts_unless_a_unique_key_settles_it(postgres_schema):
-    without = account_service.race(postgres_schema.connect, APPLICATION_42, unique_application=False)
+    without = account_service.two_deliveries_at_once(postgres_schema.connect, APPLICATION_42, unique_application=False)
     assert (without.attrs["isolation"], without.attrs["accounts"]) == ("read committed", 2)
-    with_key = account_service.race(postgres_schema.connect, APPLICATION_42, unique_application=True)
+    with_key = account_service.two_deliveries_at_once(postgres_schema.connect, APPLICATION_42, unique_application=True)
     assert with_key.attrs["accounts"] == 1
     assert "UniqueViolation" in with_key["what happened"].iloc[2]
     assert with_key["what happened"].iloc[-1] == "found the account; acknowledged"

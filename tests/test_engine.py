@@ -95,6 +95,18 @@ def test_per_copy_reaches_powertools():
     assert_per_copy_draws_apart(lost, len(COPIES))
 
 
+def test_per_copy_reaches_the_design_review_service():
+    from idemlib.case_study.design_review import SAFE
+    from idemlib.case_study.mortgage import APPLICATION_42
+
+    def lost(per_copy: bool) -> int:
+        service, bank, payments = SAFE[0].parts()  # the account service, its bank and the payment system
+        return first_acks_lost(simulate(service, [APPLICATION_42] * 4, faults=plan(per_copy), database=bank,
+                                        provider=payments, max_deliveries=20).trace)
+
+    assert_per_copy_draws_apart({per_copy: lost(per_copy) for per_copy in (False, True)}, 4)
+
+
 def test_a_lost_ack_now_reaches_a_real_process_too(tmp_path):
     result = kill_between_steps(str(tmp_path / "p.duckdb"), [RUNNING_EXAMPLE], FaultPlan(lost_acks=[LostAck()]),
                                 handler="naive")
@@ -142,15 +154,42 @@ def test_a_named_crash_may_strike_one_copy_only():
     assert len(crashed) == 1 and result.total_charged == 80
 
 
+RUN_LOOP_SIGNS = ("is_empty", "subscription", "subscribe(", ".fetch(", "crashes_before(", "loses_ack(", "loses_response(")
+"""What a run loop touches: a queue it waits to see empty, a log subscription it reads, or the fault plan."""
+NOT_SIMULATED = {"races.py:stress", "races.py:work"}
+"""``races.stress`` and its threads: real threads on a real database engine, in wall-clock time, with no fault plan (a
+stress test, not a simulated run)."""
+
+
+def run_loops(source: str, name: str) -> list[str]:
+    """Every ``while``/``for`` loop of a module whose head or body shows a run loop's signs, as ``file:function``."""
+    found = []
+    tree = ast.parse(source)
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.While | ast.For) and any(sign in ast.unparse(node) for sign in RUN_LOOP_SIGNS):
+                found.append(f"{name}:{function.name}")
+    return sorted(set(found) - NOT_SIMULATED)
+
+
 def test_idemlib_has_one_run_loop():
-    """A run loop drives consumers until the broker is empty; only the engine may have one."""
+    """A run loop drives consumers until the broker is empty or a log is read; only the engine may have one."""
     package = Path(__file__).resolve().parent.parent / "idemlib"
-    loops = []
-    for path in package.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.While) and "is_empty" in ast.unparse(node.test):
-                loops.append(f"{path.relative_to(package)}:{node.lineno}")
-    assert len(loops) == 1 and loops[0].startswith("sim.py"), loops
+    loops = [loop for path in package.rglob("*.py")
+             for loop in run_loops(path.read_text(encoding="utf-8"), str(path.relative_to(package)))]
+    # The engine's: its run, and the acks of a batch (each consults the fault plan); nowhere else.
+    assert loops == ["sim.py:_context", "sim.py:ack", "sim.py:run"], loops
+
+
+def test_the_one_loop_check_finds_a_copied_loop():
+    broker_copy = "def drain(broker):\n    while not broker.is_empty:\n        step(broker.receive('A'))\n"
+    log_copy = "def consume(log):\n    for record in log.subscribe('payments'):\n        apply(record)\n"
+    fetching = "def consume(sub):\n    while True:\n        record = sub.fetch()\n"
+    faulty = "def play(plan, steps):\n    for step in steps:\n        if plan.crashes_before(step, 'm', 1):\n            break\n"
+    for name, source in (("a", broker_copy), ("b", log_copy), ("c", fetching), ("d", faulty)):
+        assert run_loops(source, name) == [f"{name}:{source.split('(')[0][4:]}"], source
 
 
 def test_every_inbox_table_is_the_one_statement():
@@ -163,3 +202,16 @@ def test_every_inbox_table_is_the_one_statement():
     written = [str(path.relative_to(package)) for path in package.rglob("*.py")
                if "TABLE processed_messages (" in path.read_text(encoding="utf-8")]
     assert written == [], written
+
+
+def test_a_lost_ack_reaches_the_offset_consumer_and_its_offset_absorbs_it():
+    def applied(use_offset: bool) -> int:
+        log, projection = MemoryLog(), Projection()
+        try:
+            log.append("orders", {"order_id": 1042, "amount": 40, "message_id": "m-7f3"})
+            consume(log, projection, use_offset=use_offset, crash=FaultPlan(lost_acks=[LostAck()]))
+        finally:
+            log.close()
+        return projection.times_applied("m-7f3")
+
+    assert (applied(True), applied(False)) == (1, 2)  # redelivered after its ack wait; only the offset skips it

@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from idemlib.clock import VirtualClock
-from idemlib.explore import RUNNING_EXAMPLE, store_matrix
+from idemlib.explore import RUNNING_EXAMPLE, crash_matrix
 from idemlib.handlers import BusinessRowHandler, CacheGuardHandler, IdFirstHandler, InboxHandler
 from idemlib.messages import Message
 from idemlib.sim import simulate
@@ -14,7 +14,7 @@ from idemlib.stores.keyvalue import KeyValuePayments, KeyValueTable
 
 
 def outcomes(setup):
-    table = store_matrix({"store": setup})
+    table = crash_matrix({"store": setup}, label="setup")
     return dict(zip(table["fault"], table["outcome"]))
 
 

@@ -5,7 +5,8 @@ feels like the fix for mistake 1. At PostgreSQL's default isolation, READ
 COMMITTED, it is not: two deliveries at once both read before either commits, both
 find nothing, both insert. What settles the race is a unique key: the second
 insert waits for the first transaction, then fails, and its redelivery finds the
-account. :func:`race` plays that interleaving on the server, step by step.
+account. :func:`two_deliveries_at_once` plays that interleaving on the server, statement by statement, with
+the race of lesson 11's tool (``deliver_twice.two_at_once``), which races plain driver functions like these.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def _outcome(error: BaseException | None) -> str:
     return "acknowledged" if error is None else f"failed: {type(error).__name__}, rolled back, given back to the broker"
 
 
-def race(connect: Callable[[], Connection], message: Any, *, unique_application: bool,
-         handle: Callable[[Connection, Any], Any] = check_inside) -> pd.DataFrame:
+def two_deliveries_at_once(connect: Callable[[], Connection], message: Any, *, unique_application: bool,
+                           handle: Callable[[Connection, Any], Any] = check_inside) -> pd.DataFrame:
     """Two deliveries of ``message`` at once on PostgreSQL: A checks and pauses, B runs, A goes on; then any
     delivery that failed is redelivered. One row per stretch of work, and the accounts opened."""
     setup = connect()
@@ -100,11 +101,11 @@ def at_isolation(connect: Callable[[], Connection], level: str) -> Callable[[], 
 
 
 def stricter_levels(connect: Callable[[], Connection], message: Any) -> pd.DataFrame:
-    """:func:`race` without the unique key at PostgreSQL's two stricter isolation levels: one row each, with the
+    """:func:`two_deliveries_at_once` without the unique key at PostgreSQL's two stricter isolation levels: one row each, with the
     level the server reports, what became of A after B had committed, and the accounts opened."""
     rows = []
     for level in ("repeatable read", "serializable"):
-        played = race(at_isolation(connect, level), message, unique_application=False)
+        played = two_deliveries_at_once(at_isolation(connect, level), message, unique_application=False)
         rows.append((played.attrs["isolation"], played.iloc[2]["what happened"], played.attrs["accounts"]))
     return pd.DataFrame(rows, columns=["isolation (no unique key)", "A, after B committed", "accounts"]
                         ).set_index("isolation (no unique key)")

@@ -22,12 +22,14 @@ import pandas as pd
 
 from idemlib.case_study.loan_bank import LoanBank
 from idemlib.case_study.mortgage import APPLICATION_42, AccountService, open_account_message
-from idemlib.explore import fault_points, interleavings
+from idemlib.explore import fault_points
 from idemlib.facts import fact_number
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
+from idemlib.handlers import Handler
 from idemlib.messages import Message
 from idemlib.provider import Behaviour, PaymentProvider, Response, behaviours
-from idemlib.sim import simulate
+from idemlib.sim import RunResult, simulate
+from idemlib.stores import PaymentsDatabase
 
 
 class RecordingPaymentSystem(PaymentProvider):
@@ -96,6 +98,11 @@ class Design:
     def payment_system(self) -> RecordingPaymentSystem:
         """A fresh payment system, keeping keys as Stripe's v1 API may: 24 hours."""
         return RecordingPaymentSystem(behaviours()["stripe-v1"])
+
+    def parts(self) -> tuple[AccountService, LoanBank, RecordingPaymentSystem]:
+        """A fresh run's parts (an explorer's setup): the service, its empty database and its payment system."""
+        payments = self.payment_system()
+        return self.service(payments), self.bank(), payments
 
 
 def _no_payment_system(application_id: int) -> bool:
@@ -177,23 +184,21 @@ def crash_outcomes(design: Design) -> dict[str, Outcome]:
     return {fault: run(design, plan) for fault, plan in fault_points(design.service())}
 
 
-def crash_matrix(design: Design) -> pd.DataFrame:
-    """The crash points of ``design`` as a table: accounts opened and loans paid out after each."""
-    rows = [(design.label, fault, outcome.accounts, outcome.payouts)
-            for fault, outcome in crash_outcomes(design).items()]
-    return pd.DataFrame(rows, columns=["design", "fault", "accounts", "payouts"])
+def accounts_and_payouts(service: Handler, bank: PaymentsDatabase, result: RunResult) -> dict[str, object]:
+    """A crash matrix's columns for the account service (:func:`idemlib.explore.crash_matrix`'s ``measure``):
+    the accounts the run opened and the loans it paid out."""
+    assert isinstance(bank, LoanBank) and isinstance(result.provider, RecordingPaymentSystem)
+    return {"accounts": len(bank.accounts()), "payouts": result.provider.payouts}
 
 
-@functools.cache
-def race(design: Design) -> pd.DataFrame:
-    """Every interleaving of two consumers holding the same message (lesson 03's explorer): accounts opened.
+def racing(design: Design) -> tuple[AccountService, Message, LoanBank]:
+    """Two consumers holding the same message, for :func:`idemlib.explore.interleavings`: the service, the
+    approval and an empty database.
 
     The payout is left out of the race: the derived key already makes a second call
-    harmless (question 5), and one step fewer is a third of the interleavings. Runs are
-    deterministic, so each design's table is computed once and shared: do not modify it.
+    harmless (question 5), and one step fewer is a third of the interleavings.
     """
-    service = AccountService(design.guard, design.payout_key, payout=False)
-    return interleavings(service, APPLICATION_42, design.bank()).rename(columns={"charges": "accounts"})
+    return AccountService(design.guard, design.payout_key, payout=False), APPLICATION_42, design.bank()
 
 
 SLOW_SECONDS = 45.0

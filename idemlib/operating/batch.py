@@ -27,12 +27,12 @@ from typing import Any
 
 import pandas as pd
 
-from idemlib.explore import every_schedule, fault_points, play_schedule
+from idemlib.explore import every_schedule, play_schedule
 from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, Handler, Steps
 from idemlib.messages import Charge, Message, parse_charge
-from idemlib.sim import Durations, Engine, Policy, RunResult
-from idemlib.stores import PaymentsSession, SqlPayments
+from idemlib.sim import Durations, Engine, Policy, RunResult, simulate
+from idemlib.stores import PaymentsDatabase, PaymentsSession, SqlPayments
 from idemlib.trace import Event
 
 # One statement per write, in each engine's way of passing a whole list as one parameter:
@@ -121,41 +121,27 @@ class BatchConsumer(Handler):
     def crash_detail(self, step: str, ctx: Context) -> str:
         return f"before {step} (batch of {len(ctx.deliveries)})"
 
+    def sessions(self, database: PaymentsDatabase) -> Callable[[], BatchSession]:
+        """Sessions with the two bulk statements, on a SQL ``database`` (DuckDB, SQLite or PostgreSQL)."""
+        if not isinstance(database, SqlPayments):
+            raise ValueError(f"the batched inbox runs on a SQL database, not {type(database).__name__}")
+        return lambda: BatchSession(database)
+
 
 def batch_engine(database: SqlPayments, batch_size: int, *, faults: FaultPlan | None = None,
                  lease_seconds: float = 30.0, max_deliveries: int = 5, policy: Policy | None = None,
                  step_seconds: Durations | None = None) -> Engine:
     """The simulator's engine set up with the batched inbox on ``database``; add consumers and messages, then run."""
-    return Engine(BatchConsumer(batch_size), lambda: BatchSession(database), faults=faults, policy=policy,
+    consumer = BatchConsumer(batch_size)
+    return Engine(consumer, consumer.sessions(database), faults=faults, policy=policy,
                   visibility_timeout=lease_seconds, max_deliveries=max_deliveries, step_seconds=step_seconds)
 
 
 def consume(database: SqlPayments, messages: Sequence[Message], *, batch_size: int = 100,
             faults: FaultPlan | None = None, lease_seconds: float = 30.0, max_deliveries: int = 5) -> RunResult:
     """Publish ``messages`` and let one batched-inbox consumer work the queue until it is empty."""
-    engine = batch_engine(database, batch_size, faults=faults, lease_seconds=lease_seconds,
-                          max_deliveries=max_deliveries)
-    engine.add_consumers(1)
-    engine.publish(messages)
-    engine.run()
-    return engine.result(list(messages), database.payments())
-
-
-def crash_matrix(make_database: Callable[[], SqlPayments], messages: Sequence[Message],
-                 batch_size: int) -> pd.DataFrame:
-    """The batched inbox crashed before each step of every batch's first delivery (or its acks lost).
-
-    One row per fault: how many messages ended charged once, lost or twice, and the
-    dollars charged against what is owed.
-    """
-    rows = []
-    for fault, plan in fault_points(BatchConsumer(batch_size)):
-        result = consume(make_database(), messages, batch_size=batch_size, faults=plan)
-        outcomes = result.outcomes().value_counts()
-        rows.append((fault, *(int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice")),
-                     result.total_charged, result.expected_total))
-    return pd.DataFrame(rows, columns=["fault", "charged once", "charge lost", "charged twice", "total charged ($)",
-                                       "owed ($)"])
+    return simulate(BatchConsumer(batch_size), messages, faults=faults, visibility_timeout=lease_seconds,
+                    max_deliveries=max_deliveries, database=database)
 
 
 def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size: int) -> pd.DataFrame:
@@ -171,7 +157,7 @@ def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size
     consumer = BatchConsumer(batch_size)
     for schedule in every_schedule(len(STEPS)):
         database.empty()
-        engine, taken = play_schedule(consumer, lambda: BatchSession(database), messages, schedule, max_deliveries=10)
+        engine, taken = play_schedule(consumer, consumer.sessions(database), messages, schedule, max_deliveries=10)
         result = engine.result(list(messages), database.payments())
         outcomes = result.outcomes().value_counts()
         once, lost, twice = (int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice"))

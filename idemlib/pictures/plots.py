@@ -108,8 +108,8 @@ def plot_crash_matrix(matrix: pd.DataFrame, ax: Axes | None = None, *,
                       title: str = "What one crash or lost ack does to a $40 charge, by handler") -> Axes:
     """One cell per (handler, fault), coloured, hatched and labelled by its outcome.
 
-    ``matrix`` is the table from :func:`idemlib.explore.crash_matrix` (or
-    ``store_matrix``, whose first column is ``setup``); each row of the figure lists
+    ``matrix`` is the table from :func:`idemlib.explore.crash_matrix` (its first column
+    ``handler``, or ``setup``); each row of the figure lists
     one handler's faults in the order its steps run. Each cell writes its outcome
     in words too, a cue that needs no colour vision, and says it where the dollars
     alone do not (an outcome over several effects).

@@ -14,16 +14,23 @@ in-process model of one (:mod:`idemlib.retention_and_ordering.ordered_log`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import duckdb
 import pandas as pd
 
+from idemlib.broker import Delivery
+from idemlib.clock import VirtualClock
 from idemlib.faults import Crash, FaultPlan
+from idemlib.handlers import Context, Handler, Steps
+from idemlib.messages import Message
 from idemlib.retention_and_ordering.jetstream_log import JetStreamLog
-from idemlib.retention_and_ordering.ordered_log import MemoryLog, OrderedLog, Record
+from idemlib.retention_and_ordering.ordered_log import MemoryLog, OrderedLog, Record, Subscription
 from idemlib.servers import NATS, available
+from idemlib.sim import Engine
 from idemlib.stores.sql import inbox_table
+from idemlib.trace import Event, Trace
 
 STEPS = ("fetch", "begin", "read offset", "apply", "store offset", "commit", "ack")
 """The offset consumer's steps for one record; a crash can strike before any of them."""
@@ -81,9 +88,105 @@ def CrashAt(step: str, seq: int) -> FaultPlan:
     return FaultPlan(crashes=[Crash(step, 1, copy=seq)])
 
 
+class LogSource:
+    """An ordered log as the run engine's source: each record fetched through a durable consumer is a delivery.
+
+    A delivery's message is the record (its ``message_id``, else ``seq N``), its
+    position the record's stream sequence, its count how many times this source has
+    fetched it. One process reads at a time; when it dies its subscription closes, and
+    the next one (the restarted process) gets what it left unacked first, as the log's
+    rules say. A log has no give-back either: a record whose step failed comes back
+    the same way, on the next subscription.
+    """
+
+    def __init__(self, log: OrderedLog, consumer: str, subject: str | None, max_in_flight: int, clock: VirtualClock,
+                 trace: Trace) -> None:
+        self.log, self.consumer, self.subject, self.max_in_flight = log, consumer, subject, max_in_flight
+        self.clock, self.trace = clock, trace
+        self.fetched: dict[int, int] = {}  # per stream sequence: how many times it was fetched
+        self._open: Subscription | None = None
+
+    def _subscription(self) -> Subscription:
+        if self._open is None:
+            self._open = self.log.subscribe(self.consumer, self.subject, self.max_in_flight)
+        return self._open
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the durable consumer has every record acked."""
+        return self._subscription().done()
+
+    def receive(self, consumer: str) -> Delivery | None:
+        """Fetch the next record the log sends this consumer, or None when it sends none now."""
+        record = self._subscription().fetch()
+        if record is None:
+            return None
+        count = self.fetched[record.seq] = self.fetched.get(record.seq, 0) + 1
+        message = Message(str(record.data.get("message_id") or f"seq {record.seq}"), record)
+        self.trace.record(consumer, Event.DELIVERED, message.label, count, "redelivered" if count > 1 else "")
+        return Delivery(message, record.seq, count, count, consumer, float("inf"))
+
+    def ack(self, delivery: Delivery) -> bool:
+        self.trace.record(delivery.consumer, Event.ACKED, delivery.message_id, delivery.count)
+        delivery.message.body.ack()
+        return True
+
+    def release(self, delivery: Delivery, reason: str) -> None:
+        self.crashed(delivery.consumer)
+
+    def extend(self, delivery: Delivery) -> bool:
+        return False  # the log's ack wait is its own
+
+    def next_lease_expiry(self) -> float | None:
+        """When to fetch again after the log sent nothing: at once, since a record out unacked comes back on the
+        log's own clock (JetStream's ack wait, in real seconds)."""
+        return None if self.is_empty else self.clock.now()
+
+    def crashed(self, consumer: str) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open.close()
+            self._open = None
+
+
+class OffsetConsumer(Handler):
+    """The offset consumer's job for one record: its :data:`STEPS`, each done by :func:`apply_step`."""
+
+    name = "offset consumer"
+    steps = STEPS
+    restart_seconds = 0.0
+
+    def __init__(self, projection: Projection, part: str, use_offset: bool, use_ids: bool) -> None:
+        self.projection, self.part, self.use_offset, self.use_ids = projection, part, use_offset, use_ids
+
+    def run(self, ctx: Context) -> Steps:
+        # the record as the log delivered it, acked through the run (where the fault plan may lose the ack)
+        record = replace(ctx.delivery.message.body, ack=ctx.ack)
+        yield "fetch"  # the log has sent the record; the process takes it
+        for step in STEPS[1:]:
+            yield step
+            ctx.db.in_transaction = step in ("begin", "read offset", "apply", "store offset")
+            if not apply_step(step, record, self.projection, self.part, self.use_offset, self.use_ids):
+                ctx.db.in_transaction = False
+                return
+
+
+class _Process:
+    """The offset consumer's session: a crash ends its DuckDB transaction (the projection opens a new session)."""
+
+    def __init__(self, projection: Projection) -> None:
+        self.projection, self.in_transaction = projection, False
+
+    def rollback(self) -> None:
+        self.projection.restart()
+        self.in_transaction = False
+
+
 def consume(log: OrderedLog, projection: Projection, consumer: str = "payments", *, subject: str | None = None,
             part: str | None = None, use_offset: bool = True, use_ids: bool = False, crash: FaultPlan | None = None,
-            max_in_flight: int = 1, max_restarts: int = 5) -> int:
+            max_in_flight: int = 1) -> int:
     """Run the offset consumer until its subscription has every record acked; returns how many times it crashed.
 
     ``consumer`` is the durable consumer's name on the log; ``part`` names the offset
@@ -93,51 +196,25 @@ def consume(log: OrderedLog, projection: Projection, consumer: str = "payments",
     With ``use_ids`` it also records each message's ID in the same transaction and
     skips the effect of a message whose ID it has applied before, whatever its sequence.
     ``max_in_flight`` is the durable consumer's ``max_ack_pending``. ``crash`` is the
-    run's fault plan (:func:`CrashAt` builds one). It sees a record as a copy on the
-    queue: its stream sequence is the copy's position, its ``message_id`` (else
-    ``seq N``) the message's, and its deliveries are counted by this consumer; before
-    a ``fetch``, the record expected next is the one it strikes.
+    run's fault plan (:func:`CrashAt` builds one), which the run engine consults as for
+    any consumer: a record is a copy on the queue, its stream sequence the copy's
+    position and its ``message_id`` (else ``seq N``) the message's.
     """
-    part = part or subject or "all"
-    faults = crash or FaultPlan()
-    deliveries: dict[int, int] = {}  # per sequence: how many times this consumer fetched it (or died fetching it)
+    handler = OffsetConsumer(projection, part or subject or "all", use_offset, use_ids)
+    sources: list[LogSource] = []
 
-    def crashes_before(step: str, seq: int, record: Record | None) -> bool:
-        count = deliveries.get(seq, 0) + (step == "fetch")
-        message_id = record.data.get("message_id") if record is not None else None
-        return faults.crashes_before(step, str(message_id or f"seq {seq}"), count, seq)
+    def source(clock: VirtualClock, trace: Trace) -> LogSource:
+        sources.append(LogSource(log, consumer, subject, max_in_flight, clock, trace))
+        return sources[0]
 
-    crashes = 0
-    while crashes <= max_restarts:
-        subscription = log.subscribe(consumer, subject, max_in_flight)
-        previous = 0  # the sequence this process handled last
-        try:
-            while not subscription.done():
-                record: Record | None = None
-                for step in STEPS:
-                    if crashes_before(step, record.seq if record is not None else previous + 1, record):
-                        if record is None:
-                            deliveries[previous + 1] = deliveries.get(previous + 1, 0) + 1
-                        raise _Crash
-                    if step == "fetch":
-                        record = subscription.fetch()
-                        if record is None:
-                            break
-                        deliveries[record.seq] = deliveries.get(record.seq, 0) + 1
-                    elif record is not None and not apply_step(step, record, projection, part, use_offset, use_ids):
-                        break
-                previous = record.seq if record is not None else previous
-            return crashes
-        except _Crash:
-            crashes += 1
-            projection.restart()
-        finally:
-            subscription.close()
-    raise RuntimeError(f"the consumer crashed {crashes} times without finishing")
-
-
-class _Crash(Exception):
-    """The consumer's process dies here."""
+    engine = Engine(handler, lambda: _Process(projection), faults=crash, source=source)
+    engine.add_consumers(1)
+    try:
+        engine.run()
+    finally:
+        for opened in sources:
+            opened.close()
+    return engine.trace.count(Event.CRASHED)
 
 
 def apply_step(step: str, record: Record, projection: Projection, part: str, use_offset: bool,

@@ -66,9 +66,9 @@ class _ModelConsumer:
 class MemoryLog:
     """An ordered log in process, with JetStream's rules for a durable consumer with explicit acks.
 
-    Assumptions of the model: a record delivered but never acked comes back to the
-    next subscription (a restarted process) once its ack wait has passed, which is
-    after any record that may be sent meanwhile: at most ``max_in_flight`` records are
+    Assumptions of the model: a record delivered but never acked comes back (to the
+    next subscription, a restarted process, or to this one when its ack was lost) once
+    its ack wait has passed, which is after any record that may be sent meanwhile: at most ``max_in_flight`` records are
     out unacked at a time, so with one in flight nothing overtakes it. A publish that
     carries a message ID already published within ``duplicate_window`` seconds (wall
     clock, JetStream's default window unless given) is dropped, as JetStream drops a
@@ -129,6 +129,9 @@ class _ModelSubscription:
         while state.next_index < len(self._log.records) and not self._matches(state.next_index):
             state.next_index += 1
         room = len(state.unacked) < state.max_in_flight
+        if not self._redeliver and state.unacked and (not room or state.next_index >= len(self._log.records)):
+            # nothing else may be sent now: the ack wait of what is out runs out (an ack that never arrived)
+            self._redeliver = sorted(state.unacked)
         if self._redeliver and (not room or state.next_index >= len(self._log.records)):
             # its ack wait runs out only after whatever else may be sent meanwhile has been sent
             return self._record(state.unacked[self._redeliver.pop(0)])
