@@ -198,7 +198,7 @@ OPERATIONS = {
 
 
 def _fresh_tables(cursor: Cursor) -> None:
-    """The account at \$1,000 and no order totals, the tables made where they are missing."""
+    """The account at \\$1,000 and no order totals, the tables made where they are missing."""
     run = cursor.execute
     run("CREATE TABLE IF NOT EXISTS accounts (id INTEGER PRIMARY KEY, balance INTEGER)")
     run("CREATE TABLE IF NOT EXISTS order_totals (order_id INTEGER PRIMARY KEY, paid INTEGER)")

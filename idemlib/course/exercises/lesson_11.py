@@ -243,9 +243,11 @@ def check_batch_order(insert_order: Any, *, seed: int = 11) -> Feedback:
         if a_shared != b_shared:
             rank = {item: n for n, item in enumerate(b_shared)}
             x, y = next((x, y) for x, y in zip(a_shared, a_shared[1:]) if rank[x] > rank[y])
+            cased = (" The two differ only in case: two messages, which your order ranks as equals and so "
+                     "leaves in arrival order." if x.casefold() == y.casefold() else "")
             return hint(f"Two consumers hold overlapping batches: one inserts {x!r} before {y!r}, the other "
-                        f"{y!r} before {x!r}. Each then waits for the row the other has just inserted and not yet "
-                        "committed: the deadlock section 4 shows. Which order could every consumer follow without "
+                        f"{y!r} before {x!r}.{cased} Each then waits for the row the other has just inserted and "
+                        "not yet committed: the deadlock section 4 shows. Which order could every consumer follow without "
                         "talking to the others, whatever order the broker delivered its batch in (section 4, the "
                         "one order all transactions follow)?")
     if (elsewhere := _other_process_order(insert_order, seed)) is not None:

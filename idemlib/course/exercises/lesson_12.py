@@ -75,7 +75,9 @@ def check_five_answers(answers: Any) -> Feedback:
                  "and the recorded intent, looked up before any payout is sent again, keeps the money right "
                  f"even {LONGEST_OUTAGE_HOURS:g} h late (4 and 5). Question 2 is still no: a rate-limited call is "
                  "sent again under a new key, harmless here only because nothing was paid; a timeout while the "
-                 "lookup cannot yet see the payout would pay twice.")
+                 "lookup cannot yet see the payout would pay twice. And 5's yes rests on the model's lookup seeing "
+                 "the payout at once: on Stripe that is a list endpoint, not search, which is not read-after-write "
+                 "(mistake 4's note), so a real service keeps a key that stays the same as well.")
 
 
 DESIGN_CLUES = {
