@@ -18,3 +18,5 @@ def test_opposite_orders_deadlock_and_one_order_waits_instead():
     ordered = overlapping_batches(schema.connect, {"A": ["m-1", "m-7f3", "m-9c4"], "B": ["m-2", "m-7f3", "m-9c4"]})
     assert list(ordered["its transaction"]) == ["committed", "committed"]
     assert ordered.attrs["IDs stored"] == 4
+    assert list(ordered["waits for a lock"]) == [0, 1]  # B waits for A's m-7f3; A never waits for B
+    assert list(crossed["waits for a lock"]) == [1, 1]  # each waits for the other: the cycle

@@ -26,7 +26,7 @@ BANKS = {
             # The redriven copy's retention counted from the first send: B looks expired, so "survived".
             Wrong(({"A", "B", "D", "E"},), "new message"),
             # The queue's 4 days taken as the bound on every copy: C looks expired.
-            Wrong(({"A", "C", "D", "E"},), "do not bound"),
+            Wrong(({"A", "C", "D", "E"},), "redrive decide"),
             # Any redrive brings the copy back, even after the DLQ deleted it.
             Wrong(({"A", "E"},), "own retention"),
             # Everything survives: "we keep IDs longer than the queue keeps messages".
@@ -64,6 +64,11 @@ BANKS = {
                # The row from a SELECT rather than VALUES, the guard written the other way round.
                ("INSERT INTO orders SELECT $order_id, $status, $version ON CONFLICT (order_id) DO UPDATE SET "
                 "status = excluded.status, version = excluded.version WHERE excluded.version > orders.version",),
+               # The message's parameters in DO UPDATE instead of excluded, and a RETURNING clause as section 7's
+               # upsert with a WHERE has: both change nothing the check looks at.
+               ("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
+                "status = $status, version = $version WHERE orders.version < $version",),
+               (UPSERT_GUARD + " RETURNING status",),
                # Replace the row only when no row as new exists.
                ("INSERT OR REPLACE INTO orders SELECT $order_id, $status, $version WHERE NOT EXISTS "
                 "(SELECT 1 FROM orders WHERE order_id = $order_id AND version >= $version)",)],
@@ -81,6 +86,10 @@ BANKS = {
             # Guards that look at something other than the order of the versions (tried in the depth review).
             Wrong((UPSERT_WITH.format("orders.status <> excluded.status"),), "newer"),
             Wrong((UPSERT_WITH.format("excluded.version > 0"),), "newer"),
+            # Section 7's upsert with a WHERE carried over as it is: it leaves out only updates that change nothing.
+            Wrong(("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "
+                   "status = excluded.status, version = excluded.version WHERE orders.status <> excluded.status "
+                   "RETURNING status",), "newer"),
             Wrong(("INSERT OR IGNORE INTO orders VALUES ($order_id, $status, $version)",), "newer"),
             # The guard without remembering the version: the row keeps version of its first message.
             Wrong(("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT (order_id) DO UPDATE SET "

@@ -74,7 +74,7 @@ BANKS = {
             Wrong((lambda ids: ids,), "deadlock"),  # the order the broker delivered them in
             Wrong((lambda ids: list(dict.fromkeys(ids)),), "deadlock"),  # duplicates dropped, still arrival order
             Wrong((lambda ids: sorted(ids, key=len),), "deadlock"),  # ties keep arrival order
-            Wrong((lambda ids: sorted(ids, key=str.lower),), "deadlock"),  # IDs differing in case tie
+            Wrong((lambda ids: sorted(ids, key=str.lower),), "differ only in case"),  # IDs differing in case tie
             Wrong((lambda ids: sorted(ids, key=lambda message_id: message_id[:2]),), "deadlock"),
             # A key that collides (a one-byte checksum): colliding IDs keep their arrival order.
             Wrong((lambda ids: sorted(ids, key=lambda message_id: zlib.crc32(message_id.encode()) & 0xFF),),
@@ -88,8 +88,14 @@ BANKS = {
             # Consistent inside one process, not across consumers: hash() is seeded per process, id() is an address.
             Wrong((lambda ids: sorted(ids, key=hash),), "another process"),
             Wrong((lambda ids: sorted(ids, key=id),), "another process"),
-            Wrong((lambda ids: sorted(ids, key=str.casefold),), "deadlock"),
+            Wrong((lambda ids: sorted(ids, key=str.casefold),), "differ only in case"),
             Wrong((lambda ids: list(reversed(ids)),), "deadlock"),
+            # A learner's read: hash() of a hash, or hash() folded small, is still seeded per process.
+            Wrong((lambda ids: sorted(ids, key=lambda message_id: hash(message_id) % 1000),), "without talking"),
+            Wrong((lambda ids: sorted(ids, key=lambda message_id: (hash(message_id), message_id)),), "another process"),
+            # Shuffled the same way on every call (a fixed seed) is not one order for two batches.
+            Wrong((lambda ids: __import__("random").Random(0).sample(ids, len(ids)),), "deadlock"),
+            Wrong((lambda ids: sorted(ids, key=lambda message_id: message_id[-1]),), "deadlock"),  # ties again
         ],
     ),
 }
@@ -104,3 +110,16 @@ def test_batch_order_judges_other_batches_by_seed() -> None:
     for seed in (1, 7, 99):
         assert check_batch_order(sorted, seed=seed)
         assert not check_batch_order(lambda ids: sorted(ids, key=str.lower), seed=seed)
+
+
+def test_batch_order_hints_point_at_the_section_without_naming_the_order() -> None:
+    """A hint names the misconception and points at section 4's one order; it never hands over the expression."""
+    from idemlib.course.exercises import check_batch_order
+
+    def by_hash(ids):
+        return sorted(ids, key=hash)
+
+    for wrong in (by_hash, lambda ids: ids, lambda ids: sorted(ids, key=str.lower)):
+        message = check_batch_order(wrong).message
+        assert "section 4" in message
+        assert "sorted" not in message.lower() and "themselves" not in message and "alphabet" not in message.lower()

@@ -36,6 +36,10 @@ BANKS = {
             Wrong((["yes", "no", "yes", "yes"],), "five"),
             Wrong(({"q1": "yes"},), "five"),
             Wrong(([2, 0, 1, 1, 1],), "one of the names"),
+            Wrong(([True] * 5,), "about the key itself"),
+            # Question 1 taken to be the twin of mistake 4's note (a twin during the payout call): the run says
+            # where the first consumer is slow, before its commit.
+            Wrong((["no", "no", "yes", "yes", "yes"],), "before its commit"),
         ],
     ),
     "check_safe_design": Bank(
@@ -63,6 +67,10 @@ BANKS = {
             Wrong((_design(keep_ids=30),), "'1 hour'"),  # hours as a number: the configurable retentions are named
             Wrong((_design(keep_ids="30 hours"),), "keep_ids"),
             Wrong((_design(reconcile="yes"),), "True or False"),
+            # A learner's read: the approval key taken to be enough past the key window, without the intent.
+            Wrong((_design(payout_key="approval", reconcile=False),), "question 4"),
+            Wrong((_design(guard="unique application", payout_key="per attempt"),), "question 2"),
+            Wrong((_design(guard="inbox", payout_key="approval", keep_ids="1 day"),), "question 4"),
             Wrong(({"guard": "version"},), "exactly the keys"),
             Wrong((Design("an object", guard="version", reconcile=True),), "dict"),
         ],

@@ -43,6 +43,7 @@ from idemlib.retention_and_ordering.ordering import (
     interleaved_orders,
     ordering_counts,
     run_twice_table,
+    upsert_where_table,
 )
 from idemlib.retention_and_ordering.pruning import PruningBench, duckdb_delete_behaviour, measure_pruning, partition_locks
 from idemlib.retention_and_ordering.republish import republish_table
@@ -188,6 +189,24 @@ def test_upserts_behave_the_same_on_real_postgresql():
         with schema.connect() as connection:
             table = run_twice_table({"PostgreSQL": connection.cursor()})
         assert list(table["PostgreSQL: twice"]) == [960, 920, 40, 80]
+    finally:
+        schema.drop()
+
+
+def test_an_upserts_where_leaves_a_row_alone_and_returns_nothing_for_it_on_both_engines():
+    """Lesson 10, section 7: DO UPDATE ... WHERE false changes nothing and returns no row; true updates it."""
+    import duckdb
+
+    need_postgres()
+    from idemlib.retention_and_ordering.pruning import scratch_schema
+
+    schema = scratch_schema()
+    try:
+        with schema.connect() as connection:
+            table = upsert_where_table({"DuckDB": duckdb.connect(), "PostgreSQL": connection.cursor()})
+        for engine in ("DuckDB", "PostgreSQL"):
+            assert list(table[f"{engine}: rows returned"]) == [1, 0, 1]  # inserted, left alone, updated
+            assert list(table[f"{engine}: paid after"]) == [40, 40, 55]
     finally:
         schema.drop()
 

@@ -202,7 +202,9 @@ def racing(design: Design) -> tuple[AccountService, Message, LoanBank]:
 
 
 SLOW_SECONDS = 45.0
-"""How long the first consumer in :func:`at_once` pauses before its second step: longer than its 30 s lease."""
+"""How long each delivery in :func:`at_once` pauses before its second step: longer than its lease."""
+AT_ONCE_LEASE = 30.0
+"""The lease (visibility timeout) of :func:`at_once`'s deliveries."""
 
 
 def at_once(design: Design) -> Outcome:
@@ -212,7 +214,8 @@ def at_once(design: Design) -> Outcome:
     consumer's lease runs out after its first step and the broker hands the message to
     the second while the first still works.
     """
-    return run(design, consumers=2, step_seconds={design.service().steps[1]: SLOW_SECONDS})
+    return run(design, consumers=2, step_seconds={design.service().steps[1]: SLOW_SECONDS},
+               visibility_timeout=AT_ONCE_LEASE)
 
 
 def _after_payout(design: Design) -> Crash:
@@ -237,6 +240,19 @@ QUESTIONS = (
     "Do we pass the key on to the systems we call?",
 )
 """The five questions of lesson 12's section 7, in its order."""
+
+QUESTION_RUNS = (
+    f"an ack lost; a restart after the commit; two consumers holding it at once: every delivery pauses "
+    f"{SLOW_SECONDS:g} s after its first step, longer than its {AT_ONCE_LEASE:g} s lease, so the broker hands the "
+    "message to the second consumer while the first has neither committed anything nor called the payment system",
+    f"the payout's answer lost; the payout answered {RATE_LIMITED} (rate limited); each call repeated",
+    "a crash before every step, and the ack lost",
+    f"the ack lost while the service is down, the message back hours later ({OUTAGE_HOURS:g} h unless said "
+    "otherwise); a crash just after the payout call, retried as late",
+    "a crash just after the payout call, retried at once",
+)
+"""What each of :data:`QUESTIONS` is answered by: the runs :func:`answer_runs` makes, in words a design can be
+predicted from."""
 
 
 def _plural(count: int, noun: str) -> str:

@@ -30,6 +30,7 @@ class _Consumer:
         self.name, self.connection, self.ids = name, connection, list(ids)
         self.pid = connection.info.backend_pid
         self.inserted = 0
+        self.waits = 0  # turns that ended with this session waiting for another's lock
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.outcome = ""
@@ -68,7 +69,8 @@ def _waiting(observer: psycopg.Connection, pid: int) -> bool:
 def overlapping_batches(connect: Callable[[], psycopg.Connection], batches: dict[str, Sequence[str]],
                         timeout: float = 30.0) -> pd.DataFrame:
     """Each named consumer inserts its batch into an empty ``processed_messages``, one ID per turn, turns in the
-    order given; one row per consumer: its insert order and how its transaction ended."""
+    order given; one row per consumer: its insert order, how many of its inserts waited for another's lock, and
+    how its transaction ended."""
     observer = connect()
     observer.autocommit = True
     observer.execute("DROP TABLE IF EXISTS processed_messages")
@@ -91,6 +93,8 @@ def overlapping_batches(connect: Callable[[], psycopg.Connection], batches: dict
                     time.sleep(0.005)
                 if not consumer.busy:
                     consumer.settle()
+                else:
+                    consumer.waits += 1
             time.sleep(0.005)
         stored = single_value(observer.execute("SELECT count(*) FROM processed_messages"))
     finally:
@@ -100,7 +104,8 @@ def overlapping_batches(connect: Callable[[], psycopg.Connection], batches: dict
             consumer.connection.close()
         observer.execute("DROP TABLE IF EXISTS processed_messages")
         observer.close()
-    table = pd.DataFrame([(c.name, " → ".join(c.ids), c.outcome) for c in consumers],
-                         columns=["consumer", "inserts, in order", "its transaction"]).set_index("consumer")
+    table = pd.DataFrame([(c.name, " → ".join(c.ids), c.waits, c.outcome) for c in consumers],
+                         columns=["consumer", "inserts, in order", "waits for a lock", "its transaction"]
+                         ).set_index("consumer")
     table.attrs["IDs stored"] = stored
     return table

@@ -197,17 +197,23 @@ OPERATIONS = {
 }
 
 
-def run_repeatedly(cursor: Cursor, statement: str, times: int, *, totals: bool) -> int:
-    """Set the account to \\$1,000 (or empty the order totals), run ``statement`` ``times`` times, and read the result.
-
-    ``cursor`` is a DuckDB connection or a psycopg connection on a scratch schema.
-    """
+def _fresh_tables(cursor: Cursor) -> None:
+    """The account at \\$1,000 and no order totals, the tables made where they are missing."""
     run = cursor.execute
     run("CREATE TABLE IF NOT EXISTS accounts (id INTEGER PRIMARY KEY, balance INTEGER)")
     run("CREATE TABLE IF NOT EXISTS order_totals (order_id INTEGER PRIMARY KEY, paid INTEGER)")
     run("DELETE FROM accounts")
     run("DELETE FROM order_totals")
     run("INSERT INTO accounts VALUES (1042, 1000)")
+
+
+def run_repeatedly(cursor: Cursor, statement: str, times: int, *, totals: bool) -> int:
+    """Set the account to \\$1,000 (or empty the order totals), run ``statement`` ``times`` times, and read the result.
+
+    ``cursor`` is a DuckDB connection or a psycopg connection on a scratch schema.
+    """
+    run = cursor.execute
+    _fresh_tables(cursor)
     for _ in range(times):
         run(statement)
     read = "SELECT paid FROM order_totals" if totals else "SELECT balance FROM accounts"
@@ -226,3 +232,23 @@ def run_twice_table(cursors: dict[str, Cursor]) -> pd.DataFrame:
         row["safe to run twice"] = all(row[f"{e}: once"] == row[f"{e}: twice"] for e in cursors)
         rows.append(row)
     return pd.DataFrame(rows).set_index("operation")
+
+
+UPSERT_ONLY_A_CHANGE = ("INSERT INTO order_totals VALUES (1042, {paid}) ON CONFLICT (order_id) "
+                        "DO UPDATE SET paid = excluded.paid WHERE order_totals.paid <> excluded.paid RETURNING paid")
+"""An upsert whose ``DO UPDATE`` has a ``WHERE`` of its own: it reads the stored row (by the table's name) and the
+proposed one (``excluded``), and leaves the stored row as it is where the condition is false."""
+
+
+def upsert_where_table(cursors: dict[str, Cursor], paid: Iterable[int] = (40, 40, 55)) -> pd.DataFrame:
+    """:data:`UPSERT_ONLY_A_CHANGE` run once per amount of ``paid``, in turn, on empty order totals: for each run and
+    engine, the rows the statement returned (none where its ``WHERE`` left the row alone) and the total after it."""
+    rows: dict[str, dict[str, object]] = {}
+    for engine, cursor in cursors.items():
+        _fresh_tables(cursor)
+        for turn, amount in enumerate(paid, start=1):
+            returned = cursor.execute(UPSERT_ONLY_A_CHANGE.format(paid=int(amount))).fetchall()
+            total = single_value(cursor.execute("SELECT paid FROM order_totals"))
+            row = rows.setdefault(f"{turn}. paid = {amount}", {})
+            row[f"{engine}: rows returned"], row[f"{engine}: paid after"] = len(returned), int(total)
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("upsert run")

@@ -83,8 +83,8 @@ def check_safe_retention(survives: Any) -> Feedback:
         lines.append("A redriven message is a new message: from when does its retention count, and how long can it "
                      "then wait for consumers that are down?")
     if "C" in missed:
-        lines.append("The queue's 4 days do not bound a copy that went through the dead-letter queue: it comes "
-                     "back when it is redriven.")
+        lines.append("Does the queue's 4-day retention bound a copy that went through the dead-letter queue, or "
+                     "does the redrive decide when it comes back (section 2, what the horizon adds up)?")
     if "D" in feared:
         lines.append("Can a dead-letter queue still hand back a copy after its own retention, counted from the "
                      "message's first enqueue, has run out?")

@@ -213,7 +213,8 @@ def _other_process_order(insert_order: Callable[..., Any], seed: int) -> str | N
         if isinstance(mine, list) and list(dict.fromkeys(mine)) != list(dict.fromkeys(theirs)):
             return ("Another consumer is another process, and there your function put the same batch in another "
                     "order: Python's hash() of a string and id() change from process to process. Two consumers "
-                    "would still insert shared IDs in opposite orders and deadlock. Order by the IDs themselves.")
+                    "would still insert shared IDs in opposite orders and deadlock. What order do two processes "
+                    "agree on without talking to each other (section 4, the one order all transactions follow)?")
     return None
 
 
@@ -242,10 +243,13 @@ def check_batch_order(insert_order: Any, *, seed: int = 11) -> Feedback:
         if a_shared != b_shared:
             rank = {item: n for n, item in enumerate(b_shared)}
             x, y = next((x, y) for x, y in zip(a_shared, a_shared[1:]) if rank[x] > rank[y])
+            cased = (" The two differ only in case: two messages, which your order ranks as equals and so "
+                     "leaves in arrival order." if x.casefold() == y.casefold() else "")
             return hint(f"Two consumers hold overlapping batches: one inserts {x!r} before {y!r}, the other "
-                        f"{y!r} before {x!r}. Each then waits for the row the other has just inserted and not yet "
-                        "committed: the deadlock section 4 shows. What order could every consumer agree on "
-                        "without talking to the others, whatever order the broker delivered the batch in?")
+                        f"{y!r} before {x!r}.{cased} Each then waits for the row the other has just inserted and "
+                        "not yet committed: the deadlock section 4 shows. Which order could every consumer follow without "
+                        "talking to the others, whatever order the broker delivered its batch in (section 4, the "
+                        "one order all transactions follow)?")
     if (elsewhere := _other_process_order(insert_order, seed)) is not None:
         return hint(elsewhere)
     return right(f"{BATCH_PAIRS:,} pairs of overlapping batches ({BATCH_PAIRS * BATCH_SIZE:,} IDs) all write their "

@@ -41,14 +41,16 @@ def _yes(value: Any) -> bool | Feedback:
 
 CLUES = {
     1: "a second delivery that comes at once (an ack lost, a restart, two consumers holding it): what does the "
-       "version guard find the second time? (section 5)",
+       "version guard find the second time? In question 1's run with two consumers, where is the first one slow: "
+       "before its commit, or while its payout call is on its way (section 7 prints the runs; section 5)?",
     2: "the question is about the key itself: when the payout's answer is lost, or the call is rate limited "
        "(a 429, nothing paid), is the payout called again, and with which key? (mistake 2)",
     3: "can a crash at any step leave the account without the version moved on, or the other way round? (section 5)",
     4: "30 hours later the payment system has forgotten every key; what does a reconciling service do before "
        "it sends a payout again? (mistake 4)",
-    5: "after a crash just after the payout call, what stops the next delivery from paying again: a key the "
-       "payment system still knows, or the lookup of the recorded intent? (mistake 4)",
+    5: "after a crash just after the payout call, the next delivery finds what this design recorded with the "
+       "account. Is the key the only thing between that retry and a second payout here? (mistake 4, the service "
+       "that reconciles)",
 }
 
 
@@ -73,7 +75,9 @@ def check_five_answers(answers: Any) -> Feedback:
                  "and the recorded intent, looked up before any payout is sent again, keeps the money right "
                  f"even {LONGEST_OUTAGE_HOURS:g} h late (4 and 5). Question 2 is still no: a rate-limited call is "
                  "sent again under a new key, harmless here only because nothing was paid; a timeout while the "
-                 "lookup cannot yet see the payout would pay twice.")
+                 "lookup cannot yet see the payout would pay twice. And 5's yes rests on the model's lookup seeing "
+                 "the payout at once: on Stripe that is a list endpoint, not search, which is not read-after-write "
+                 "(mistake 4's note), so a real service keeps a key that stays the same as well.")
 
 
 DESIGN_CLUES = {
@@ -136,8 +140,9 @@ def check_safe_design(design: Any) -> Feedback:
     if not twin.once:
         return hint(f"The approval re-sent under a new message ID while the first copy is still being paid out (two "
                     f"consumers, a payment system that answers after {PAYOUT_SECONDS:g} s) ends as {twin}: the "
-                    "lookup cannot find a payout that is still being made. What payout key would both copies send "
-                    "(mistake 4's note on the lookup, and section 5's last paragraph)?")
+                    "lookup cannot find a payout that is still being made, so the payment system alone can tell "
+                    "the two calls are one payout. What payout key would both copies send (mistake 4's note on the "
+                    "lookup; section 5, the paragraph after the runs that tell the designs apart)?")
     return right(f"All five questions yes with retries {LONGEST_OUTAGE_HOURS:g} h late, and one account and one "
                  "payout for an approval re-sent under a new ID, even while the first copy is still being paid out. "
                  "The payment system still "
