@@ -56,6 +56,12 @@ BANKS = {
             Wrong((pd.Series({**EVERY, "relay republish with a new ID": True}),), "no deduplication ID sent"),
             Wrong((["application resend after the window", "consumer crash after commit", "lease expires",
                     "dead letter replay"],), "source names"),  # cut-down names are not the table's rows
+            # the replay sends the same bytes, so it is taken for a repeat; but it comes after the window
+            Wrong((REACH[:-1],), "left out"),
+            # every copy with the same bytes read as caught, whenever it comes
+            Wrong((REACH[1:-1],), "left out"),
+            # "the key is the body", read as "everything with the same body", consumer side included
+            Wrong((["application resend after the window"],), "left out"),
         ],
     ),
     "check_dedup_id": Bank(
@@ -109,6 +115,10 @@ BANKS = {
             Wrong((lambda e: format(hash(f"{e['producer']}:{e['seq']}") % 2**64, "x"),), "PYTHONHASHSEED"),
             # the day it was sent: a retry a few minutes after 23:58 carries the next day's date
             Wrong((lambda e: f"{e['producer']}:{e['seq']}:{e['sent_at'][:10]}",), "retry got another ID"),
+            # the attempt number marks the retry, not the event
+            Wrong((lambda e: f"{e['producer']}:{e['seq']}:{e['attempt']}",), "retry got another ID"),
+            # the order and the producer: two payments of one order by one producer share it
+            Wrong((lambda e: f"{e['producer']}:{e['order_id']}",), "same ID"),
         ],
     ),
 }
