@@ -71,5 +71,5 @@ def fact_seconds(name: str) -> float:
 
 
 def fact_number(name: str) -> int:
-    """A fact that is a whole number, such as an HTTP status (``fact_number("ietf_in_progress_status")`` gives 409)."""
+    """A fact that is a whole number, such as an HTTP status (``fact_number("ietf_draft06_in_progress_status")`` gives 409)."""
     return int(load_facts().loc[name]["value"])

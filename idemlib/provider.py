@@ -61,7 +61,8 @@ class Behaviour:
 
 def behaviours() -> dict[str, Behaviour]:
     """The three behaviours the course compares, with their figures read from the facts file."""
-    missing, in_progress, mismatch = (fact_number(f"ietf_{n}_status") for n in ("missing_key", "in_progress", "payload_mismatch"))
+    missing, in_progress, mismatch = (fact_number(f"ietf_draft06_{n}_status")
+                                      for n in ("missing_key", "in_progress", "payload_mismatch"))
     key_in_use = fact_number("stripe_key_in_use_status")
     return {
         "stripe-v1": Behaviour("stripe-v1", key_required=False, replays_errors=True,
