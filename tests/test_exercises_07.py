@@ -39,7 +39,7 @@ BANKS = {
                (pd.Series(EVERY),)],
         wrong=[
             Wrong(([*REACH, "relay republish with a new ID"],), "no deduplication ID sent"),
-            Wrong((REACH[1:],), "left out"),
+            Wrong((REACH[1:],), "but when?"),
             Wrong(([*REACH, "application resend inside the window"],), "stopped by the broker"),
             Wrong(([*REACH, "client library's own retry"],), "stopped by the broker"),
             Wrong(([*REACH, "ack lost on the way"],), "delete"),
@@ -47,7 +47,7 @@ BANKS = {
             Wrong((set(),), "left out"),
             # the resend inside the window swapped for the one after it: both mistakes are named
             Wrong((["application resend inside the window", *REACH[1:]],), "stopped by the broker"),
-            Wrong((["application resend inside the window", *REACH[1:]],), "left out"),
+            Wrong((["application resend inside the window", *REACH[1:]],), "but when?"),
             Wrong(("dead-letter replay",), "source names"),
             # every source a content-based window cannot catch, read as "every source after the first send"
             Wrong(({**EVERY, "ack lost on the way": True},), "delete"),
@@ -56,6 +56,13 @@ BANKS = {
             Wrong((pd.Series({**EVERY, "relay republish with a new ID": True}),), "no deduplication ID sent"),
             Wrong((["application resend after the window", "consumer crash after commit", "lease expires",
                     "dead letter replay"],), "source names"),  # cut-down names are not the table's rows
+            # the replay sends the same bytes, so it is taken for a repeat; but it comes after the window
+            Wrong((REACH[:-1],), "but when?"),
+            # every copy with the same bytes read as caught, whenever it comes
+            Wrong((REACH[1:-1],), "but when?"),
+            # "the key is the body", read as "everything with the same body", consumer side included
+            Wrong((["application resend after the window"],), "left out"),
+            Wrong(([*REACH[1:], "application resend inside the window"],), "but when?"),  # inside and after swapped
         ],
     ),
     "check_dedup_id": Bank(
@@ -109,6 +116,10 @@ BANKS = {
             Wrong((lambda e: format(hash(f"{e['producer']}:{e['seq']}") % 2**64, "x"),), "PYTHONHASHSEED"),
             # the day it was sent: a retry a few minutes after 23:58 carries the next day's date
             Wrong((lambda e: f"{e['producer']}:{e['seq']}:{e['sent_at'][:10]}",), "retry got another ID"),
+            # the attempt number marks the retry, not the event
+            Wrong((lambda e: f"{e['producer']}:{e['seq']}:{e['attempt']}",), "retry got another ID"),
+            # the order and the producer: two payments of one order by one producer share it
+            Wrong((lambda e: f"{e['producer']}:{e['order_id']}",), "same ID"),
         ],
     ),
 }

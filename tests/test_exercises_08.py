@@ -16,12 +16,17 @@ BANKS = {
         right=[moves("same key later", "correct it"),
                ({"409": " same key later ", "422 Unprocessable Content": "correct it"},),
                ({HTTPStatus.CONFLICT: "same key later", HTTPStatus.UNPROCESSABLE_ENTITY: "correct it"},),
-               ({422.0: "correct it", 409.0: "same key later"},)],
+               ({422.0: "correct it", 409.0: "same key later"},),
+               ({409: "Same Key  Later", 422: "CORRECT IT"},)],  # a name in any case, its spaces run together
         wrong=[
             Wrong(moves("correct it", "same key later"), "409 again"),  # the two swapped: at once meets it still at work
-            Wrong(moves("correct it", "correct it"), "ask for a change, or for time"),
+            Wrong(moves("correct it", "correct it"), "what ends that state"),
             Wrong(moves("new key", "correct it"), "$80"),  # a new key while the first is still at work
-            Wrong(moves("same key later", "new key"), "$4040"),  # a new key for a retry whose body changed
+            Wrong(moves("same key later", "new key"), "the rebuilt body said 4000"),  # cents read as dollars
+            Wrong(moves("give up", "new key"), "told the payment failed"),
+            Wrong(moves("correct it", "new key"), "409 again"),  # the first harm found is the 409's
+            Wrong(moves("same key later", "Give Up"), "told the payment failed"),  # any case names the move
+            Wrong(moves("new key", "same key later"), "$80"),
             Wrong(moves("same key later", "same key later"), "422 again"),  # 422 read as "not yet"
             Wrong(moves("give up", "correct it"), "told the payment failed"),
             Wrong(moves("same key later", "give up"), "told the payment failed"),
@@ -40,3 +45,12 @@ BANKS = {
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def test_the_moves_say_what_the_client_does_not_when() -> None:
+    """A move's description names no situation, so the answer cannot be matched by its words (a learner did)."""
+    from idemlib.course.exercises import CLIENT_MOVES
+
+    for name, does in CLIENT_MOVES.items():
+        for situation_word in ("if ", "when ", "retry", "new payment", "409", "422", "in progress", "at work"):
+            assert situation_word not in does.lower(), f"{name!r}: {does!r} says when, with {situation_word!r}"

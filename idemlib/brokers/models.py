@@ -246,7 +246,8 @@ SQS_FIFO = BrokerModel(
     assumptions=("the producer sets MessageDeduplicationId to the event ID",
                  "one message group, so ordering never holds a message back",
                  "DeleteMessage answers, so a consumer whose delete got lost deletes again",
-                 "a delete with an expired receipt handle is refused, as FIFO queues do (a standard queue takes it)"),
+                 "a delete with an expired receipt handle is refused, as FIFO queues were seen to do (observed, not "
+                 "documented by AWS; a standard queue takes it)"),
     window_source="sqs_fifo_dedup_interval", lease_default="sqs_visibility_timeout_default", late_acks="refused",
     claims=ON_THE_WAY_IN,
 )
@@ -261,7 +262,7 @@ SQS_FIFO_CONTENT = replace(
 SERVICE_BUS = BrokerModel(
     "Azure Service Bus", "deduplication ID", asb_window(), "peek-lock",
     limits=f"a window of {fact('asb_dup_detection_default')} for a queue made in the portal, "
-           f"{fact('asb_dup_window_sdk_default')} for one made with the SDK's CreateQueueOptions, "
+           f"{fact('asb_dup_window_sdk_default')} for one made with the .NET SDK's CreateQueueOptions (other SDKs differ), "
            f"{fact('asb_dup_detection_min')} to {fact('asb_dup_detection_max')}; turned on only when the queue is "
            "created; none on the Basic tier; a peek-lock message whose lock expires is delivered again",
     assumptions=("duplicate detection is on (Standard or Premium tier), keyed on MessageId = the event ID",

@@ -179,17 +179,17 @@ def run_source(channel: Channel, source: str, consumer: Consumer, message: Messa
     event = str(message.message_id)
     if source == "client library's own retry":
         channel.publish(message, event)
-        channel.publish(message, event, retry=True)  # no confirm came back in time; the client library sends again
+        channel.publish(message, event, retry=True)  # no confirm in time; the client library sends the same bytes
     elif source == "application resend inside the window":
         channel.publish(message, event)
-        channel.publish(message, event)  # the application sends the same event again, a moment later
+        channel.publish(message, event)  # the application sends the same bytes again, a moment later
     elif source == "application resend after the window":
         channel.publish(message, event)
         channel.pass_window()
-        channel.publish(message, event)  # the application sends again, much later, with the same ID
+        channel.publish(message, event)  # the same bytes and ID again, much later
     elif source == "relay republish with a new ID":
         channel.publish(message, f"{event}:send-1")
-        channel.publish(message, f"{event}:send-2")  # the outbox relay restarted; its sender minted a new ID
+        channel.publish(message, f"{event}:send-2")  # the relay restarted: the same bytes, a new ID
     elif source == "dead-letter replay":
         channel.publish(message, event)
         first = _receive(channel, source)

@@ -139,7 +139,11 @@ class ChargesApi:
         return len(self.payments.payments())
 
     def fail_next(self, count: int = 1) -> None:
-        """The next ``count`` charges fail with 500 after the work began (the card network down), and roll back."""
+        """The next ``count`` charges fail with 500 after the work began, and roll back.
+
+        The card network refuses the charge before taking any money (it says it is down): a failure known to
+        have had no effect. A timeout, which leaves unknown whether the money moved, is not this case.
+        """
         self._failures_left += count
 
     def hold_next(self) -> threading.Event:
@@ -214,7 +218,8 @@ class ChargesApi:
             gate.wait(timeout=HOLD_LIMIT_SECONDS)
         time.sleep(self.work_seconds)
         if outage:
-            status, result = 500, self._failure("Card network failed", "The card network failed while the charge was made",
+            status, result = 500, self._failure("Card network failed",
+                                               "The card network refused the charge before taking any money",
                                                keyed=claim is not None)
         else:
             status, result = 201, {"id": f"ch_{next(self._charge_ids)}", **body}

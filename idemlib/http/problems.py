@@ -59,7 +59,7 @@ TYPES: dict[str, tuple[str, str]] = {
     "invalid-field-order-id": ("Invalid field order_id", "order_id is a whole number from 1 to 2147483647."),
     "invalid-field-amount": ("Invalid field amount", "amount is a whole number of dollars from 1 to 2147483647."),
     "invalid-status": ("Invalid status", "An order's status is 1 to 64 printable characters."),
-    "card-network-failed": ("Card network failed", "The card network failed while the charge was made."),
+    "card-network-failed": ("Card network failed", "The card network refused the charge before taking any money."),
     "charge-failed": ("Charge failed", "The charge failed on the server; its effect was rolled back."),
 }
 """This server's own problem types, by the name in their path: their title and what they mean."""

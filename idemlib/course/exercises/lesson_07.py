@@ -95,9 +95,13 @@ def check_content_based(answer: Any) -> Feedback:
     if chosen - reached - {"relay republish with a new ID", "ack lost on the way"}:
         hints.append("Some sources you listed are stopped by the broker: which sends repeat the same body inside "
                      "the interval?")
-    if reached - chosen:
-        hints.append("Some sources you left out get through: the window only works on the way in, and only for a "
-                     "while. What happens to a message the broker already delivered?")
+    if (reached - chosen) & {"application resend after the window", "dead-letter replay"}:
+        hints.append("You left out a send of the same bytes that still gets through: same bytes, but when? Is the "
+                     "body the key for ever, or only inside the deduplication interval (the model table gives its "
+                     "length)?")
+    if (reached - chosen) - {"application resend after the window", "dead-letter replay"}:
+        hints.append("Some sources you left out get through: the window only works on the way in. What happens to "
+                     "a message the broker already delivered?")
     return hint(" ".join(hints))
 
 

@@ -15,13 +15,15 @@ from idemlib.http import ChargesApi, Client, serve
 __all__ = ["CLIENT_MOVES", "check_client_moves"]
 
 CLIENT_MOVES = {
-    "same key later": "wait, then send the very same request again: the same body with the same key",
+    "same key later": "wait, then send the same body again with the same key",
     "new key": "send the same body again at once, with a new key",
-    "correct it": ("send what was meant instead, at once: the body this key was first sent with, if this is a "
-                   "retry; a new key, if this is a new payment; the request unchanged, if nothing in it is wrong"),
+    "correct it": "fix what is wrong in the request (its body or its key), then send it again at once",
     "give up": "tell the customer the payment failed",
 }
-"""What a client can do with a refusal, by a short name; the learner answers with the names."""
+"""What a client can do with a refusal, by a short name; the learner answers with the names.
+
+Each says what the client does, never when that is right: which move fits which refusal is the exercise.
+"""
 
 CHARGE = {"order_id": 1042, "amount": 40}
 FEE = {"order_id": 1042, "amount": 5}  # a second, real payment for the order
@@ -57,6 +59,8 @@ class Situation:
     owed: int
     provoke: Callable[[ChargesApi, Client], Callable[[], None]]
     requests: dict[str, Request | None]
+    overcharged: str = "to the server a new key is a new payment. What did the first request with this key leave behind?"
+    """Why a move charged more than owed here, and the section that settles it (a hint, never the move to make)."""
 
     def play(self, move: str) -> Outcome:
         """Provoke the refusal against a fresh server, then make ``move``."""
@@ -122,11 +126,15 @@ SITUATIONS: dict[str, Situation] = {
         HTTPStatus.CONFLICT, 40, _first_request_at_work,
         {"same key later": (CHARGE, "order-1042-pay-1"), "new key": (CHARGE, "order-1042-pay-1b"),
          "correct it": (CHARGE, "order-1042-pay-1"),  # nothing in it was wrong: it goes again as it was, at once
-         "give up": None}),
+         "give up": None},
+        "to the server a new key is a new payment, and the first request, still at work under the old key, "
+        "charged as well. What does a 409 say about the request holding the key? Section 4's eight copies show it."),
     "your first request was taken over": Situation(
         HTTPStatus.CONFLICT, 40, _first_request_taken_over,
         {"same key later": (CHARGE, "order-1042-pay-1"), "new key": (CHARGE, "order-1042-pay-1b"),
-         "correct it": (CHARGE, "order-1042-pay-1"), "give up": None}),
+         "correct it": (CHARGE, "order-1042-pay-1"), "give up": None},
+        "to the server a new key is a new payment, and the retry that took the key over had charged already. "
+        "What became of the charge under the old key? Section 4's takeover shows it."),
     "a second payment sent under the first one's key": Situation(
         HTTPStatus.UNPROCESSABLE_ENTITY, 45, _second_payment_under_the_first_key,
         {"same key later": (FEE, "order-1042"), "new key": (FEE, "order-1042-fee"),
@@ -135,7 +143,11 @@ SITUATIONS: dict[str, Situation] = {
         HTTPStatus.UNPROCESSABLE_ENTITY, 40, _retry_built_again_in_cents,
         {"same key later": (IN_CENTS, "order-1042-pay-1"), "new key": (IN_CENTS, "order-1042-pay-1b"),
          "correct it": (CHARGE, "order-1042-pay-1"),  # the body the key was first sent with
-         "give up": None}),
+         "give up": None},
+        f"the rebuilt body said {IN_CENTS['amount']}, meant as cents, and the server read it as "
+        f"${IN_CENTS['amount']}; under a new key it was a new payment, on top of the ${CHARGE['amount']} the "
+        "first request with the key had charged before its answer was lost. Section 3 says what a 422 tells a "
+        "client about its request."),
 }
 """The refusals the check plays each move against, by what happened."""
 
@@ -160,14 +172,14 @@ def _why(status: int, situation: str, move: str, result: Outcome) -> str:
     """The hint for a move that did harm: what it led to, and the question (and section) that settles it."""
     if result.charged > result.owed:
         return (f"after a {status} ({situation}), '{move}' charged the card ${result.charged} where ${result.owed} was "
-                "owed: to the server a new key is a new payment. Had the first request with this key been lost, or "
-                "was it there all along? The payments table of section 3 and the takeover of section 4 show where it was.")
+                f"owed: {SITUATIONS[situation].overcharged}")
     if result.answer is None:
         return (f"after a {status} ({situation}), '{move}' left the customer told the payment failed, while the card "
                 f"shows ${result.charged} of the ${result.owed} owed. Did that refusal say nothing would be charged?")
     if status == HTTPStatus.CONFLICT:
         return (f"after a {status} ({situation}), '{move}' got a {result.answer} again: nothing in the request was "
-                "wrong, so sent again at once it met the same state of the key. Does a 409 ask for a change, or for time?")
+                "wrong, so sent again at once it met the key in the same state. What does a 409 say about the first "
+                "request, and what ends that state? (Section 4.)")
     return (f"after a {status} ({situation}), '{move}' got a {result.answer} again and the card shows "
             f"${result.charged} of the ${result.owed} owed. A key stays bound to the body it was first sent with for "
             "as long as the server keeps it (section 7): what did the server say was wrong with that request?")
