@@ -42,15 +42,18 @@ BANKS = {
             # READ COMMITTED's answer carried over to a level whose snapshot does not move
             Wrong(({**LATE, RR_READ: ("zero rows", "skip and ack")},), "when did B's snapshot start"),
             # "REPEATABLE READ always fails a late duplicate": the snapshot starts at the first statement, not BEGIN
-            Wrong(({**LATE, RR_BEGAN: ("serialization failure", "give it back")},), "taken after A committed"),
-            Wrong(({**LATE, RC: ("serialization failure", "give it back")},), "taken after A committed"),
+            Wrong(({**LATE, RR_BEGAN: ("serialization failure", "give it back")},), "when does a"),
+            Wrong(({**LATE, RC: ("serialization failure", "give it back")},), "when does a"),
             # the signal right, the error taken for proof the message was handled
             Wrong(({**LATE, RR_READ: ("serialization failure", "skip and ack")},), "what comes next is not"),
             Wrong(({**LATE, RR_READ: ("serialization failure", "charge")},), "what comes next is not"),
             Wrong(({**LATE, RC: ("zero rows", "charge")},), "what comes next is not"),
             # DuckDB's signal (lesson 02) on PostgreSQL
             Wrong(({**LATE, RR_READ: ("duplicate-key error", "give it back")},), "ON CONFLICT DO NOTHING"),
-            Wrong(({**LATE, RC: ("one row", "charge")},), "which rows can it see"),
+            Wrong(({**LATE, RC: ("one row", "charge")},), "at each statement"),
+            Wrong(({**LATE, RR_BEGAN: ("one row", "charge")},), "count b's statements"),
+            # zero rows right, the move after it not: lesson 02's step 3
+            Wrong(({**LATE, RR_BEGAN: ("zero rows", "give it back")},), "step 3"),
             # English instead of a named option
             Wrong(({**LATE, RR_READ: ("serialization failure", "roll back and skip the message")},), "one of the names"),
             Wrong(({**LATE, RR_READ: ("zero rows, not a serialization failure", "give it back")},), "one of the names"),
@@ -75,3 +78,15 @@ def test_without_a_postgresql_server_the_late_insert_check_is_not_judged(monkeyp
     monkeypatch.setattr(lesson_03, "require_servers", lambda server=None: True)  # as in CI: a missing server is an error
     with pytest.raises(RuntimeError, match="not reachable"):
         check_late_insert(LATE)
+
+
+def test_a_late_insert_hint_asks_when_the_snapshot_is_taken_and_never_says_it():
+    from idemlib.course.exercises import check_late_insert
+
+    for case in (RR_BEGAN, RC):
+        message = check_late_insert({**LATE, case: ("serialization failure", "give it back")}).message
+        if message.startswith("Not judged"):
+            pytest.skip("no PostgreSQL server here")
+        # the question points at section 3b; it does not state when B's snapshot was taken
+        assert "?" in message and "3b" in message
+        assert "after A committed" not in message and "taken after" not in message

@@ -130,17 +130,23 @@ def check_late_insert(answer: Any) -> Feedback:
     case = wrong[0]
     signal, action = given[case]
     true_signal, true_action = truth[case]
+    level = LATE_CASES[case][0]
     if signal == true_signal:
-        return hint(f"The signal for {case!r} is right, what comes next is not. After an error the transaction can "
-                    "commit nothing, and zero rows means the work is already committed: which move leaves the message "
-                    "for a delivery that can decide?")
+        if true_signal == "zero rows":
+            return hint(f"The signal for {case!r} is right, what comes next is not. What do zero rows written tell "
+                        "the handler about the work (lesson 02, section 2, step 3)?")
+        return hint(f"The signal for {case!r} is right, what comes next is not. After that error, can B's "
+                    "transaction commit anything, and does B know yet whether the work was done? Section 3 ends with "
+                    "the handler's move for each engine's signal.")
     if signal == "duplicate-key error":
-        return hint("B's insert says ON CONFLICT DO NOTHING, so a duplicate key alone raises nothing on PostgreSQL. "
-                    "What matters is whether A's row is in the snapshot B's insert reads.")
-    if case.startswith("REPEATABLE READ") and signal == "zero rows":
-        return hint(f"In {case!r}: when did B's snapshot start, before or after A's commit? At REPEATABLE READ an "
-                    "ON CONFLICT insert may not skip for a row its snapshot does not hold (section 3b's documentation).")
+        return hint("B's insert says ON CONFLICT DO NOTHING: on PostgreSQL, when does that still raise an error, and "
+                    "which error is it? Section 3b compares the levels.")
+    if level == "REPEATABLE READ" and signal == "zero rows":
+        return hint(f"In {case!r}: when did B's snapshot start, before or after A's commit? And what does section "
+                    "3b's documentation say an ON CONFLICT insert at REPEATABLE READ does about a row its snapshot "
+                    "does not hold?")
     if true_signal == "zero rows":
-        return hint(f"In {case!r}, B's snapshot for the insert is taken after A committed. Which rows can it see, and "
-                    "what does ON CONFLICT DO NOTHING write then?")
+        return hint(f"In {case!r}: when does a {level} transaction take the snapshot its insert reads, at its BEGIN, "
+                    "at its first statement, or at each statement (section 3b)? Count B's statements before A's "
+                    "commit: did that moment come before it or after it?")
     return hint(f"In {case!r}: A's row is committed before B inserts. Can B write a second m-7f3 under the unique key?")
