@@ -100,7 +100,9 @@ def check_idempotent_statements(answer: Any) -> Feedback:
     wrong = [name for name in STATEMENTS if given[name] != truth[name]]
     if not wrong:
         return right("setting a value, upserting it, deleting and inserting only what is missing can run again with "
-                     "no further effect; subtracting, and inserting under a fresh number each run, cannot. A unique "
+                     "no further effect, one run after another (two runs at the same moment can both find cart 11 "
+                     "missing: lesson 03 races them); subtracting, and inserting under a fresh number each run, "
+                     "cannot. A unique "
                      "key protects a repeat only if the repeat carries the same ID, which is why lesson 05 asks where "
                      "the ID comes from.")
     if all(given.values()):

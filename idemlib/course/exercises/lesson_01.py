@@ -14,7 +14,7 @@ from idemlib.handlers import NaiveHandler
 from idemlib.messages import Message, payment_stream
 from idemlib.sim import RunResult, simulate
 
-__all__ = ["FAULTS", "check_charges_per_message", "check_replay_charges_again"]
+__all__ = ["check_charges_per_message", "check_replay_charges_again"]
 
 FAULTS = ("crash before begin", "crash before charge", "crash before commit", "crash before ack", "ack lost")
 """What can go wrong on one delivery of the naive consumer: a crash just before one of its steps, or a lost ack."""

@@ -16,7 +16,7 @@ from idemlib.messages import parse_charge
 from idemlib.sim import OUTCOMES
 from idemlib.stores.sql import SCHEMA, single_value
 
-__all__ = ["EARLY_ACK_FAULTS", "EARLY_ACK_STEPS", "check_inbox_insert", "check_naive_crashes"]
+__all__ = ["check_inbox_insert", "check_naive_crashes"]
 
 
 DELIVERIES = ("m-7f3", "m-7f3", "pay-1042", "m-10", "m-9c2", "m-9c2 ", "m-10", "pay_1042", "m-8a10", "m-7f3", "m-8a1",
