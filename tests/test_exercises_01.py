@@ -9,8 +9,16 @@ import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.course.exercises import check_charges_per_message, check_replay_charges_again
-from idemlib.course.exercises.lesson_01 import (FAULTS, MORNING, MORNING_LIMIT, MORNING_MISHAPS, faulty_mornings,
-                                                morning_run, replay_charges, simulated_charges)
+from idemlib.course.exercises.lesson_01 import (
+    FAULTS,
+    MORNING,
+    MORNING_LIMIT,
+    MORNING_MISHAPS,
+    faulty_mornings,
+    morning_run,
+    replay_charges,
+    simulated_charges,
+)
 
 ROLLED_BACK = ("crash before begin", "crash before charge", "crash before commit")
 

@@ -71,10 +71,11 @@ def _whole_number(value: Any) -> int | None:
 
 def simulated_charges(cases: Sequence[Mishaps], max_deliveries: int) -> list[int]:
     """How many times the naive consumer charges each case's payment, one consumer and a 30-second lease, as run."""
-    messages = [Message.charge(f"c-{number}", order_id=5000 + number, amount=10) for number in range(len(cases))]
-    faults = fault_plan({message.message_id: mishaps for message, mishaps in zip(messages, cases)})
+    names = [f"c-{number}" for number in range(len(cases))]
+    messages = [Message.charge(name, order_id=5000 + number, amount=10) for number, name in enumerate(names)]
+    faults = fault_plan(dict(zip(names, cases)))
     run = simulate(NaiveHandler(), messages, faults=faults, max_deliveries=max_deliveries)
-    counts = run.charges_per_message().reindex([message.message_id for message in messages], fill_value=0)
+    counts = run.charges_per_message().reindex(names, fill_value=0)
     return [int(count) for count in counts]
 
 
@@ -149,7 +150,7 @@ def check_charges_per_message(times_charged: Any, *, seed: int = 0) -> Feedback:
         return hint(f"Calling it as times_charged({{1: 'ack lost'}}, 3) failed ({type(error).__name__}: {error}). It "
                     "takes a dict from delivery number (1, 2, ...) to one of FAULTS, and a whole number.")
     counts = [_whole_number(value) for value in given]
-    for (faults, limit, truth), said, count in zip(cases, given, counts):
+    for (faults, limit, _), said, count in zip(cases, given, counts):
         if count is None:
             return hint(f"For times_charged({faults!r}, {limit}) it returned {said!r}: give a whole number of charges "
                         "(0, 1, 2, ...).")
@@ -195,7 +196,7 @@ def replay_charges(seed: int = 11) -> tuple[dict[str, int], dict[str, int]]:
     dead = [letter.message for letter in day.dead_letters]
     replay = simulate(NaiveHandler(), dead).charges_per_message()
     before = day.charges_per_message()
-    on_the_day = {message.message_id: int(before.get(message.message_id, 0)) for message in dead}
+    on_the_day = {str(message.message_id): int(before.get(message.message_id, 0)) for message in dead}
     return on_the_day, {name: count + int(replay.get(name, 0)) for name, count in on_the_day.items()}
 
 
@@ -211,8 +212,9 @@ def check_replay_charges_again(answer: Any, *, seed: int = 11) -> Feedback:
         return missing
     if not isinstance(answer, dict) or not all(isinstance(key, str) for key in answer):
         return hint(f'Answer with a dict from message ID (a string such as "p-0017") to a whole number, not {answer!r}.')
-    given = {key.strip(): _whole_number(value) for key, value in answer.items()}
-    if any(value is None for value in given.values()):
+    counts = {key.strip(): _whole_number(value) for key, value in answer.items()}
+    given = {name: count for name, count in counts.items() if count is not None}
+    if len(given) < len(counts):
         return hint("Give each payment a whole number of charges (0, 1, 2, ...).")
     on_the_day, truth = replay_charges(seed)
     day_ids = {message.message_id for message in payment_stream(REPLAY_DAY["messages"])}
