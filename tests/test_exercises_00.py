@@ -43,7 +43,7 @@ BANKS = {
             # "an upsert inserts, so it repeats": it sets the same values again
             Wrong(({**IDEMPOTENT, "upsert the status": False},), "upsert"),
             # "the unique key refused exercise 1's repeat, so it refuses this one": a new ID every run passes it
-            Wrong(({**IDEMPOTENT, "record the payment under the next number": True},), "same ID"),
+            Wrong(({**IDEMPOTENT, "record the payment under the next number": True},), "the same ID"),
             Wrong(({**IDEMPOTENT, "record the payment under the next number": True, "delete a cart": False},), "2 of 6"),
             # "an insert always adds a row": this one looks for its row first
             Wrong(({**IDEMPOTENT, "add cart 11 unless it exists": False},), "NOT EXISTS"),
@@ -52,8 +52,8 @@ BANKS = {
             Wrong(({**IDEMPOTENT, "delete a cart": 2},), "True"),
             Wrong(({**IDEMPOTENT, "delete a cart": None},), "True"),
             # "take 40 off" sets a balance, so it looks like "set the balance"
-            Wrong(({**IDEMPOTENT, "take 40 off the balance": True},), "minus sign"),
-            Wrong(({**IDEMPOTENT, "set the status": False},), "same value"),
+            Wrong(({**IDEMPOTENT, "take 40 off the balance": True},), "adds to it"),
+            Wrong(({**IDEMPOTENT, "set the status": False},), "is the status any different"),
         ],
     ),
 }

@@ -10,6 +10,10 @@ NOT_EXISTS = ("INSERT INTO processed_messages (message_id) "
 
 NAIVE = {"no fault": "charged once", "crash before begin": "charged once", "crash before charge": "charged once",
          "crash before commit": "charged once", "crash before ack": "charged twice", "ack lost": "charged twice"}
+"""The naive consumer's own column (begin → charge → commit → ack): lesson 01's answer, not this exercise's."""
+EARLY = {"no fault": "charged once", "crash before begin": "charged once", "crash before charge": "charged once",
+         "crash before ack": "charged once", "crash before commit": "charge lost", "ack lost": "charged twice"}
+"""The naive consumer with its ack moved between the charge and the commit (begin → charge → ack → commit)."""
 
 
 
@@ -98,26 +102,41 @@ BANKS = {
         ],
     ),
     "check_naive_crashes": Bank(
-        right=[(NAIVE,), ({fault: f" {outcome} " for fault, outcome in reversed(NAIVE.items())},),
+        right=[(EARLY,), ({fault: f" {outcome} " for fault, outcome in reversed(EARLY.items())},),
                # a printed name in another letter case, or with its spaces doubled, is that name
-               ({fault: outcome.capitalize().replace(" ", "  ") for fault, outcome in NAIVE.items()},)],
+               ({fault: outcome.capitalize().replace(" ", "  ") for fault, outcome in EARLY.items()},)],
         wrong=[
-            # "a lost ack is a network fault, a crash is not": a crash after the commit loses the ack just the same
-            Wrong(({**NAIVE, "crash before ack": "charged once"},), "already committed"),
-            # "any crash repeats the work": before the commit, the rollback leaves nothing to repeat
-            Wrong(({**NAIVE, "crash before commit": "charged twice"},), "rolls the transaction back"),
-            Wrong(({**NAIVE, "crash before charge": "charged twice"},), "rolls the transaction back"),
-            # "a crash loses the payment": the broker delivers again
-            Wrong(({**NAIVE, "crash before commit": "charge lost"},), "delivers again"),
-            Wrong(({fault: "charged twice" for fault in NAIVE},), "of 6"),
-            Wrong(({fault: "charged once" for fault in NAIVE},), "of 6"),
-            # lesson 01's answer alone, the rest left out
+            # the naive consumer's own column, from lesson 01, with the steps' new order ignored
+            Wrong((NAIVE,), "commit comes last"),
+            # "a crash after the ack is like a crash after the commit": here nothing is committed yet
+            Wrong(({**EARLY, "crash before ack": "charged twice"},), "nothing is committed yet"),
+            # "before the ack the message is gone too": the broker still holds it
+            Wrong(({**EARLY, "crash before ack": "charge lost"},), "still holds the message"),
+            Wrong(({**EARLY, "crash before charge": "charge lost"},), "still holds the message"),
+            # "the broker will deliver it again": the ack is in, it will not
+            Wrong(({**EARLY, "crash before commit": "charged once"},), "ack is already in"),
+            Wrong(({**EARLY, "crash before commit": "charged twice"},), "ack is already in"),
+            # "a lost ack is harmless now that the ack comes early" / "a lost ack loses the message"
+            Wrong(({**EARLY, "ack lost": "charged once"},), "ack never arrived"),
+            Wrong(({**EARLY, "ack lost": "charge lost"},), "ack never arrived"),
+            # section 4's inbox with its ack first: every crash after the ack loses the charge
+            Wrong(({**EARLY, "ack lost": "charged once", "crash before commit": "charge lost"},), "ack never arrived"),
+            Wrong(({fault: "charged twice" for fault in EARLY},), "of 6"),
+            Wrong(({fault: "charged once" for fault in EARLY},), "of 6"),
             Wrong(({"ack lost": "charged twice"},), "keys"),
-            Wrong(({**NAIVE, "ack lost": "twice"},), "one of the names"),
-            Wrong(({**NAIVE, "ack lost": 2},), "one of the names"),
-            Wrong(("crash before ack",), "dict"),
+            Wrong(({**EARLY, "ack lost": "twice"},), "one of the names"),
+            Wrong(({**EARLY, "ack lost": 2},), "one of the names"),
+            Wrong(("crash before commit",), "dict"),
         ],
     ),
 }
 
 test_bank = bank_tests(BANKS)
+
+
+def test_the_early_ack_column_is_the_crash_matrix_of_that_consumer_and_holds_every_outcome():
+    from idemlib.course.exercises.lesson_02 import EARLY_ACK_STEPS, early_ack_column
+
+    assert early_ack_column() == EARLY
+    assert EARLY_ACK_STEPS == ("begin", "charge", "ack", "commit")
+    assert set(EARLY.values()) == {"charged once", "charge lost", "charged twice"}  # every outcome in one column

@@ -69,7 +69,7 @@ _STATEMENT_HINTS = {
     ("record the payment under the next number", True):
         "The payments table has a unique key on message_id, and that key refused exercise 1's repeat. Does it refuse "
         "this one? Run the statement three times on one scratch() database and read payments' message_id column: "
-        "a key helps only when the repeat carries the same ID.",
+        "does each run insert under the same ID?",
     ("delete a cart", False):
         "A delete changes the data the first time. What does the second run find to delete, and what is left "
         "different from after one run?",
@@ -78,9 +78,11 @@ _STATEMENT_HINTS = {
     ("upsert the status", False):
         "An upsert inserts or updates, but what does it set the row to on a repeat, compared with the first run?",
     ("take 40 off the balance", True):
-        "Taking 40 off is the lesson's *add CZK 5,000* with a minus sign: every run moves the balance again.",
+        "Which of section 5's two bank commands is this one like, the one that sets the balance or the one that "
+        "adds to it (with a minus sign)? Run it three times on scratch() and read the balance after each run.",
     ("set the status", False):
-        "Setting a value is the lesson's *set the balance to CZK 5,000*: a repeat writes the same value again.",
+        "Which of section 5's two bank commands is this one like? After a third run, is the status any different "
+        "from after the first?",
 }
 
 
@@ -100,7 +102,9 @@ def check_idempotent_statements(answer: Any) -> Feedback:
     wrong = [name for name in STATEMENTS if given[name] != truth[name]]
     if not wrong:
         return right("setting a value, upserting it, deleting and inserting only what is missing can run again with "
-                     "no further effect; subtracting, and inserting under a fresh number each run, cannot. A unique "
+                     "no further effect, one run after another (two runs at the same moment can both find cart 11 "
+                     "missing: lesson 03 races them); subtracting, and inserting under a fresh number each run, "
+                     "cannot. A unique "
                      "key protects a repeat only if the repeat carries the same ID, which is why lesson 05 asks where "
                      "the ID comes from.")
     if all(given.values()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Any
@@ -9,8 +10,9 @@ from typing import Any
 import duckdb
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, one_each, right
-from idemlib.explore import crash_matrix
-from idemlib.handlers import NaiveHandler
+from idemlib.explore import crash_matrix, fault_points
+from idemlib.handlers import Context, NaiveHandler, Steps
+from idemlib.messages import parse_charge
 from idemlib.sim import OUTCOMES
 from idemlib.stores.sql import SCHEMA, single_value
 
@@ -206,35 +208,76 @@ def check_inbox_insert(sql: Any) -> Feedback:
                  "The money is safe in every case; lesson 03 shows each engine's signal and what the handler does with it.")
 
 
+class _AckBeforeCommit(NaiveHandler):
+    """Exercise 2's handler: the naive consumer with its ack moved up, between the charge and the commit.
+
+    No lesson runs it, so no cell prints its column of the crash matrix: the learner predicts it.
+    """
+
+    name = "naive, ack before commit"
+    steps = ("begin", "charge", "ack", "commit")
+
+    def run(self, ctx: Context) -> Steps:
+        charge = parse_charge(ctx.delivery.message)
+        yield "begin"
+        ctx.db.begin()
+        yield "charge"
+        self.apply_charge(ctx, charge)
+        yield "ack"
+        ctx.ack()
+        yield "commit"
+        ctx.db.commit()
+
+
+EARLY_ACK_STEPS = _AckBeforeCommit.steps
+"""Exercise 2's consumer, step by step: ``begin → charge → ack → commit``."""
+
+EARLY_ACK_FAULTS = tuple(fault for fault, _ in fault_points(_AckBeforeCommit()))
+"""Exercise 2's faults, as the crash matrix spells them: no fault, a crash before each step, a lost ack."""
+
+
+@functools.cache
+def early_ack_column() -> dict[str, str]:
+    """Exercise 2's handler's column of the crash matrix, as the simulator runs it: fault → outcome."""
+    matrix = crash_matrix([_AckBeforeCommit()])
+    return dict(zip(matrix["fault"], matrix["outcome"]))
+
+
+def _early_ack_hint(fault: str, said: str, truth: str) -> str:
+    """The question a wrong outcome for ``fault`` raises: where the fault falls against the ack and the commit."""
+    if fault == "ack lost":
+        return ("The ack went missing on the network, and the consumer went on to commit. What does the broker do "
+                "with a message whose ack never arrived, and what does a consumer with no memory do with it "
+                "(lesson 01, section 2)?")
+    if fault == "crash before commit":
+        return ("When the consumer dies just before its commit, its ack is already in. Does the broker deliver the "
+                "message again (section 4), and what did the rollback leave in payments?")
+    if said == "charge lost":
+        return (f"At {fault!r} the ack has not been sent yet, so the broker still holds the message. What does it do "
+                "when the lease runs out?")
+    return (f"At {fault!r} nothing is committed yet: in this order the commit comes last, after the ack. What does "
+            "the rollback leave for the redelivery to repeat?")
+
+
 @exercise
 def check_naive_crashes(answer: Any) -> Feedback:
-    """Lesson 02, exercise 2: the naive consumer's column of the crash matrix, predicted fault by fault.
+    """Lesson 02, exercise 2: the column of the naive consumer with its ack before its commit, predicted fault by fault.
 
-    The answer maps each fault of the naive consumer (as the crash matrix spells it) to one of
-    :data:`~idemlib.sim.OUTCOMES`; the check runs the crash matrix for that consumer.
+    The answer maps each of :data:`EARLY_ACK_FAULTS` to one of :data:`~idemlib.sim.OUTCOMES`; the
+    check runs the crash matrix for that consumer.
     """
-    matrix = crash_matrix([NaiveHandler()])
-    faults = list(matrix["fault"])
+    faults = list(EARLY_ACK_FAULTS)
     if (missing := blank(answer, f"a dict mapping each of {faults} to one of {list(OUTCOMES)}")) is not None:
         return missing
-    given = one_each(answer, faults, OUTCOMES, "the outcome", keys_named="the naive consumer's faults ")
+    given = one_each(answer, faults, OUTCOMES, "the outcome", keys_named="the consumer's faults ")
     if isinstance(given, Feedback):
         return given
-    truth = dict(zip(matrix["fault"], matrix["outcome"]))
+    truth = early_ack_column()
     wrong = [fault for fault in faults if given[fault] != truth[fault]]
     if not wrong:
-        return right("the naive consumer's charge is saved at its commit, and nothing remembers it: any fault after "
-                     "the commit (a crash before the ack, a lost ack) brings a redelivery that charges again, and any "
-                     "crash before it is rolled back and retried harmlessly. It never loses a charge, and never "
-                     "recognises a repeat.")
-    fault, said = wrong[0], given[wrong[0]]
-    if said == "charge lost":
-        why = ("The naive consumer acks last, and a broker that hears no ack delivers again. Which of its writes could "
-               "a redelivery skip, when it remembers nothing?")
-    elif truth[fault] == "charged twice":
-        why = (f"At {fault!r} the charge is already committed. What does the redelivery do with a consumer that has "
-               "no record of it (section 3's ID-first and work-first columns show the two ways to remember)?")
-    else:
-        why = (f"At {fault!r} nothing is committed yet: the crash rolls the transaction back. What is left for the "
-               "redelivery to repeat?")
-    return hint(f"{len(wrong)} of {len(faults)} are not right yet. {why}")
+        return right("moving the ack before the commit buys nothing and breaks two cells: a crash between the ack and "
+                     "the commit loses the charge (the broker has forgotten the message, the rollback the charge), "
+                     "and a lost ack still brings a redelivery that charges again, since the commit follows. Every "
+                     "crash before the ack is rolled back and redelivered, as before.")
+    fault = wrong[0]
+    return hint(f"{len(wrong)} of {len(faults)} are not right yet. {_early_ack_hint(fault, given[fault], truth[fault])}")

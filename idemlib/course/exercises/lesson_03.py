@@ -7,7 +7,7 @@ from typing import Any
 
 from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, not_judged, one_each, one_of, right
 from idemlib.races import postgres_at, race
-from idemlib.stores import DuckDBPayments, SQLitePayments, postgres_unavailable, require_servers
+from idemlib.stores import DuckDBPayments, PostgresPayments, SQLitePayments, postgres_unavailable, require_servers
 from idemlib.stores.snapshots import SIGNALS, late_duplicate
 
 __all__ = ["check_race_losers", "check_late_insert"]
@@ -15,8 +15,14 @@ __all__ = ["check_race_losers", "check_late_insert"]
 LOSERS = ("A at begin", "A at record id", "A at commit", "B at begin", "B at record id", "B at commit", "nobody")
 """Who fails, and at which step of the inbox (begin, record id, charge, commit, ack), or nobody."""
 
-SWAPPED_RACES = ("DuckDB, B commits", "DuckDB, B rolls back", "SQLite with busy timeout 0, B commits")
-"""Exercise 1's races: section 3's race with the roles swapped, B the slow one that holds its transaction open."""
+RACES = ("DuckDB, B the slow one, B commits", "SQLite with busy timeout 0, A rolls back",
+         "PostgreSQL with lock_timeout 100 ms, A rolls back")
+"""Exercise 1's races, each one change from a race the lesson prints: the roles swapped on DuckDB, the holder's
+rollback in section 3c's race on SQLite, and the holder's rollback in the lock-timeout race on PostgreSQL."""
+
+PG_HOLD = 0.5
+"""Seconds A holds on in the PostgreSQL race once B waits: five times the lock timeout, so B's limit runs out first
+however busy the machine is."""
 
 
 def _swap_roles(failed: str) -> str:
@@ -24,53 +30,63 @@ def _swap_roles(failed: str) -> str:
 
 
 @cache
-def swapped_race_losers() -> dict[str, str]:
-    """Who fails in each of :data:`SWAPPED_RACES`, measured on the real engines.
+def race_losers() -> dict[str, str]:
+    """Who fails, and where, in each of :data:`RACES`, measured on the real engines.
 
     The lesson's race holds A and runs B; the two consumers run the same code, so the
-    roles are swapped by swapping the names. A goes on only once the engine shows B
-    finished or failed, so the answer is the same however busy the machine is.
+    DuckDB race with the roles swapped is run as it stands and the names are swapped. A goes on only
+    once the engine shows B finished, failed or waiting, so the answer is the same however busy the
+    machine is.
     """
-    runs = {SWAPPED_RACES[0]: race(DuckDBPayments(), hold_seconds=0.05),
-            SWAPPED_RACES[1]: race(DuckDBPayments(), first_commits=False, hold_seconds=0.05),
-            SWAPPED_RACES[2]: race(SQLitePayments(busy_timeout=0), hold_seconds=0.05)}
-    return {case: _swap_roles(outcome.failed) for case, outcome in runs.items()}
+    return {RACES[0]: _swap_roles(race(DuckDBPayments(), hold_seconds=0.05).failed),
+            RACES[1]: race(SQLitePayments(busy_timeout=0), first_commits=False, hold_seconds=0.05).failed,
+            RACES[2]: race(PostgresPayments(lock_timeout="100ms"), first_commits=False, hold_seconds=PG_HOLD).failed}
 
 
 _LOSER_HINTS = {
-    ("DuckDB", "B at commit", "A at commit"): "In section 3 A was the slow one and failed. Here B holds its transaction "
-                                              "open while A runs the whole handler: who reaches COMMIT second now?",
-    ("DuckDB", "nobody", "B at commit"): "When the slow consumer rolls back, its m-7f3 row is gone. Is there still a "
-                                         "second commit of the same key for DuckDB to refuse?",
-    ("SQLite", "A at begin", "nobody"): "With a busy timeout of 0 SQLite does not wait for the write lock (section 3c). "
-                                        "Who asks for the lock while the other one holds it?",
+    (RACES[0], "A at commit"): "In section 3 A was the slow one and failed at commit. Here B holds its transaction "
+                               "open while A runs the whole handler: who reaches COMMIT second now?",
+    (RACES[0], "nobody"): "Both transactions hold a row for m-7f3 and both go on to commit. Does DuckDB let the "
+                          "second COMMIT of the same key stand?",
+    (RACES[1], "nobody"): "A rolls back in the end, but when does B ask for the write lock, and who holds it at that "
+                          "moment? With a busy timeout of 0, does B wait for A to decide (section 3c)?",
+    (RACES[1], "B at record id"): "With SQLite's BEGIN IMMEDIATE the write lock is asked for before any insert. Where "
+                                  "does B meet A's lock (section 3)?",
+    (RACES[2], "nobody"): "A rolls back in the end, but B's insert waits for A's transaction at most lock_timeout. "
+                          "Which comes first: the end of that limit, or A's rollback ('What a wait costs')?",
+    (RACES[2], "B at begin"): "PostgreSQL lets B begin while A holds its transaction. Where does B wait (section 3's "
+                              "table), and where does its limit run out?",
+    (RACES[2], "B at commit"): "PostgreSQL lets B begin while A holds its transaction. Where does B wait (section 3's "
+                               "table), and where does its limit run out?",
 }
 
 
 @exercise
 def check_race_losers(answer: Any) -> Feedback:
-    """Lesson 03, exercise 1: who fails, and where, in each of :data:`SWAPPED_RACES` (each one of :data:`LOSERS`)."""
-    if (missing := blank(answer, f"a dict mapping each of {list(SWAPPED_RACES)} to one of {list(LOSERS)}")) is not None:
+    """Lesson 03, exercise 1: who fails, and where, in each of :data:`RACES` (each one of :data:`LOSERS`)."""
+    if (missing := blank(answer, f"a dict mapping each of {list(RACES)} to one of {list(LOSERS)}")) is not None:
         return missing
-    given = one_each(answer, SWAPPED_RACES, LOSERS, "the loser")
+    given = one_each(answer, RACES, LOSERS, "the loser")
     if isinstance(given, Feedback):
         return given
-    truth = swapped_race_losers()
-    wrong = [case for case in SWAPPED_RACES if given[case] != truth[case]]
+    if (reason := postgres_unavailable()) is not None:
+        if require_servers("postgres"):
+            raise RuntimeError(reason)
+        return not_judged(f"one of these races runs on a PostgreSQL server, and none answers here. {reason}")
+    truth = race_losers()
+    wrong = [case for case in RACES if given[case] != truth[case]]
     if not wrong:
-        return right("DuckDB lets both insert and fails the second COMMIT of the same key, whoever that is, and "
-                     "nobody if the holder rolls back; SQLite with no patience refuses the second BEGIN IMMEDIATE at once.")
+        return right("DuckDB fails whoever commits second, whichever consumer was slow; SQLite with no patience "
+                     "refuses the second BEGIN IMMEDIATE at once, before anyone knows how the holder will end; and "
+                     "PostgreSQL's lock_timeout ends B's wait at its insert whatever A later decides, so B's delivery "
+                     "comes back and, A's row gone, charges.")
     case = wrong[0]
-    engine = case.split(",")[0].split()[0]
-    said = _LOSER_HINTS.get((engine, truth[case], given[case]))
-    if said is None and given[case].endswith(("record id", "charge")) and engine == "DuckDB":
-        said = ("DuckDB is optimistic: neither insert waits or fails, since neither can see the other's uncommitted "
-                "row. When does it find the clash?")
-    if said is None and engine == "SQLite":
-        said = ("SQLite has one write lock, taken at BEGIN IMMEDIATE by whoever begins first. With a busy timeout of "
-                "0, what happens to the one that asks second (section 3c)?")
-    return hint(f"{len(wrong)} of {len(SWAPPED_RACES)} are not right yet, {case!r} among them. "
-                + (said or "Replay the race step by step: who holds the key, and who asks for it second?"))
+    said = _LOSER_HINTS.get((case, given[case]))
+    if said is None and given[case].startswith(("A at", "B at")) and given[case][0] != truth[case][:1]:
+        said = "Which consumer is the one that asks second, for the key or the lock, while the other holds it?"
+    return hint(f"{len(wrong)} of {len(RACES)} are not right yet, {case!r} among them. "
+                + (said or "Replay the race step by step: who holds the key or the lock, who asks for it second, "
+                            "and at which step does the engine answer?"))
 
 
 ACTIONS = ("charge", "skip and ack", "give it back")
@@ -130,17 +146,23 @@ def check_late_insert(answer: Any) -> Feedback:
     case = wrong[0]
     signal, action = given[case]
     true_signal, true_action = truth[case]
+    level = LATE_CASES[case][0]
     if signal == true_signal:
-        return hint(f"The signal for {case!r} is right, what comes next is not. After an error the transaction can "
-                    "commit nothing, and zero rows means the work is already committed: which move leaves the message "
-                    "for a delivery that can decide?")
+        if true_signal == "zero rows":
+            return hint(f"The signal for {case!r} is right, what comes next is not. What do zero rows written tell "
+                        "the handler about the work (lesson 02, section 2, step 3)?")
+        return hint(f"The signal for {case!r} is right, what comes next is not. After that error, can B's "
+                    "transaction commit anything, and does B know yet whether the work was done? Section 3 ends with "
+                    "the handler's move for each engine's signal.")
     if signal == "duplicate-key error":
-        return hint("B's insert says ON CONFLICT DO NOTHING, so a duplicate key alone raises nothing on PostgreSQL. "
-                    "What matters is whether A's row is in the snapshot B's insert reads.")
-    if case.startswith("REPEATABLE READ") and signal == "zero rows":
-        return hint(f"In {case!r}: when did B's snapshot start, before or after A's commit? At REPEATABLE READ an "
-                    "ON CONFLICT insert may not skip for a row its snapshot does not hold (section 3b's documentation).")
+        return hint("B's insert says ON CONFLICT DO NOTHING: on PostgreSQL, when does that still raise an error, and "
+                    "which error is it? Section 3b compares the levels.")
+    if level == "REPEATABLE READ" and signal == "zero rows":
+        return hint(f"In {case!r}: when did B's snapshot start, before or after A's commit? And what does section "
+                    "3b's documentation say an ON CONFLICT insert at REPEATABLE READ does about a row its snapshot "
+                    "does not hold?")
     if true_signal == "zero rows":
-        return hint(f"In {case!r}, B's snapshot for the insert is taken after A committed. Which rows can it see, and "
-                    "what does ON CONFLICT DO NOTHING write then?")
+        return hint(f"In {case!r}: when does a {level} transaction take the snapshot its insert reads, at its BEGIN, "
+                    "at its first statement, or at each statement (section 3b)? Count B's statements before A's "
+                    "commit: did that moment come before it or after it?")
     return hint(f"In {case!r}: A's row is committed before B inserts. Can B write a second m-7f3 under the unique key?")
