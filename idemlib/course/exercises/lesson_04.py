@@ -56,8 +56,9 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
 
     Besides calls drawn at random (by ``seed``), the day holds the pairs production meets: one message
     handled by two services, one message making several calls, IDs that differ only in letter case or in
-    a trailing space, 200-character IDs that differ in their last character, and a "payments2" call for
-    ``a9f...`` beside a "payments" call for ``2a9f...``.
+    a trailing space or only in their punctuation (``order:102:payment:3``, ``order_102_payment_3``, ...),
+    200-character IDs that differ in their last character, and a "payments2" call for ``a9f...`` beside a
+    "payments" call for ``2a9f...``.
     """
     draw = random.Random(seed)
     calls: set[tuple[str, str, str]] = set()
