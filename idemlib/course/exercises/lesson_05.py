@@ -52,7 +52,6 @@ _LATER = {"producer retry": (1.0, 30.0), "relay republish": (60.0, 3600.0), "rep
 _COPY_PLAN = tuple((why, (share, *_LATER.get(why, (0.0, 0.0)))) for why, share in COPIES.items())
 
 
-@functools.lru_cache(maxsize=2)  # drawn once per seed; the plan is never changed
 def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
     """Every event once, as (source, id, time, order, amount, sent at, its extra copies).
 
@@ -79,7 +78,7 @@ def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
     return tuple(plan)
 
 
-@functools.lru_cache(maxsize=2)  # built once per seed and never handed out: callers get copies (_fresh)
+@functools.lru_cache(maxsize=1)  # built once per seed and never handed out: callers get copies (_fresh)
 def _records(seed: int) -> tuple[tuple[dict[str, Any], ...], ...]:
     """For each event of :func:`_plan`, the records of its copies as the consumer receives them from SQS."""
     sent_messages = itertools.count(seed * 1_000_000_007)
@@ -147,7 +146,7 @@ def _what_collided(first: Event, second: Event) -> tuple[int, str]:
                "a digest long enough for that traffic.")
 
 
-@functools.lru_cache(maxsize=2)  # what the check reads of each event, worked out once per seed
+@functools.lru_cache(maxsize=1)  # what the check reads of each event, worked out once per seed
 def _judged(seed: int) -> tuple[tuple[dict[str, Any], ...], tuple[Event, ...], tuple[tuple[str, ...], ...]]:
     """The records of :func:`_records`, each event's names (:data:`Event`), and why each extra copy exists."""
     events = _records(seed)
