@@ -21,11 +21,12 @@ CONSUMERS = ("payments", "payments2", "refunds")
 # instalment): a key with the call's name cut to a prefix collides.
 CALLS = ("charge", "fee", "capture", "charge-2")
 # Message IDs as producers write them: short ones, 200-character ones (NServiceBus's MessageId column is
-# that wide) in pairs that differ only in the last character, Stripe-style ones whose letter case matters, and
+# that wide) in pairs that differ only in the last character, Stripe-style ones whose letter case matters,
 # ones with ':' in them (order:1042:payment:1, urn:uuid:...), and IDs that differ from those only in their
-# punctuation (order1042payment1, order_1042_payment_1, order|1042|payment|1, ...). The consumers' and calls' names are the services' own and hold no ':'; a message ID may hold any
-# character, so a key joined with ':' stays unambiguous (the first ':' ends the consumer, the last begins the call)
-# only because the ID is the one part that may hold it.
+# punctuation (order1042payment1, order_1042_payment_1, order|1042|payment|1, ...). The consumers' and calls'
+# names are the services' own and hold no ':'; a message ID may hold any character, so a key joined with ':'
+# stays unambiguous (the first ':' ends the consumer, the last begins the call) only because the ID is the one
+# part that may hold it.
 _LONG = "order-1042/payment-request/" + "7f3c9a1e" * 25
 _BASE62 = string.digits + string.ascii_letters
 PUNCTUATION = ("", "_", "-", "/", "|", "#", ".", " ")  # what else a producer writes where another writes ':'

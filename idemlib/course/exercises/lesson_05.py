@@ -158,8 +158,9 @@ def _judged(seed: int) -> tuple[tuple[dict[str, Any], ...], tuple[Event, ...], t
 
 def _sample_of(seed: int) -> list[int]:
     """Where the copies the restart is judged on sit among all copies: every thousandth event, and some with copies."""
-    events, at, taken = _records(seed), 0, []
-    for number, copies in enumerate(events, start=1):
+    taken: list[int] = []
+    at = 0
+    for number, copies in enumerate(_records(seed), start=1):
         if number % 1000 == 1 or (len(copies) > 1 and len(taken) < 400 and number % 7 == 0):
             taken += range(at, at + len(copies))
         at += len(copies)
