@@ -129,6 +129,7 @@ def fault_sweep(
     seed: int = 7,
     provider: str | None = None,
     step_seconds: dict[str, float] | None = None,
+    database: Callable[[], PaymentsDatabase] = DuckDBPayments,
 ) -> pd.DataFrame:
     """What each handler charges as one kind of fault grows more frequent.
 
@@ -136,7 +137,7 @@ def fault_sweep(
     ``response_loss_rate``). Every handler meets the same faults at a given rate (the
     draws depend only on the seed, the message and the delivery), so totals compare
     like for like. With ``provider`` (a behaviour name), each run also gets a fresh
-    payment provider and the table counts what it really charged.
+    payment provider and the table counts what it really charged. Each run gets a new ``database()``.
     """
     rows = []
     for rate in rates:
@@ -145,7 +146,7 @@ def fault_sweep(
         for handler in handlers:
             payments = PaymentProvider(behaviours()[provider]) if provider else None
             result = simulate(handler, messages, faults=plan, provider=payments, step_seconds=step_seconds,
-                              max_deliveries=20)
+                              max_deliveries=20, database=database())
             rows.append((handler.name, rate, result.total_charged,
                          payments.total_charged() if payments else None, result.expected_total))
     return pd.DataFrame(rows, columns=["handler", "rate", "total charged", "charged at provider", "expected total"])

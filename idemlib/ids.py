@@ -14,8 +14,8 @@ And two different facts can have identical bytes: the same $40 charge for the sa
 order, requested on two different days.
 
 Each copy gets an ID by one of three strategies (or by a function of the copy's
-:func:`record`), the copies go through the real inbox consumer on DuckDB, and the
-money says which strategy was right. Lost acks are drawn per copy on the queue, not
+:func:`record`), the copies go through the real inbox consumer on SQLite (DuckDB
+gives the same counts, more slowly), and the money says which strategy was right. Lost acks are drawn per copy on the queue, not
 per ID, so every strategy meets the very same faults.
 """
 
@@ -34,6 +34,7 @@ from idemlib.faults import FaultPlan
 from idemlib.handlers import InboxHandler
 from idemlib.messages import Message
 from idemlib.sim import simulate
+from idemlib.stores import PaymentsDatabase, SQLitePayments
 
 STRATEGIES = ("producer", "broker", "content hash")
 SOURCES = ("producer retry", "relay republish", "replay", "redelivery")
@@ -122,8 +123,9 @@ def make_copies(facts: list[dict[str, int]], duplicated: dict[str, float], *, se
     return copies
 
 
-def judge(strategy: Strategy, copies: list[Copy], facts: list[dict[str, int]], *, ack_loss_rate: float = 0.0) -> dict[str, int]:
-    """Run the copies through the inbox consumer with IDs by ``strategy`` and count what happened.
+def judge(strategy: Strategy, copies: list[Copy], facts: list[dict[str, int]], *, ack_loss_rate: float = 0.0,
+          database: Callable[[], PaymentsDatabase] = SQLitePayments) -> dict[str, int]:
+    """Run the copies through the inbox consumer with IDs by ``strategy`` on a new ``database()`` and count what happened.
 
     ``duplicates caught``: extra deliveries of a fact that were skipped.
     ``duplicates missed``: charges beyond one per fact.
@@ -131,7 +133,7 @@ def judge(strategy: Strategy, copies: list[Copy], facts: list[dict[str, int]], *
     """
     messages = [Message(assign_id(copy, strategy), dict(copy.body)) for copy in copies]
     result = simulate(InboxHandler(), messages, faults=FaultPlan(ack_loss_rate=ack_loss_rate, seed=11, per_copy=True),
-                      max_deliveries=20)
+                      max_deliveries=20, database=database())
     owed = pd.Series([json.dumps(body, sort_keys=True) for body in facts]).value_counts()
     paid = result.payments.apply(lambda row: json.dumps({"amount": int(row["amount"]), "order_id": int(row["order_id"])},
                                                         sort_keys=True), axis=1).value_counts()

@@ -12,6 +12,7 @@ import time
 import uuid
 import zlib
 from hashlib import sha256
+from urllib.parse import quote
 from uuid import NAMESPACE_URL, uuid5
 
 from exercise_bank import Bank, Wrong, bank_tests
@@ -82,6 +83,22 @@ def length_prefixed(consumer, message_id, call):
     return f"{len(consumer)}.{consumer}{len(message_id)}.{message_id}{call}"  # no separator, but unambiguous
 
 
+def colons_doubled(consumer, message_id, call):
+    return f"{consumer}:{message_id.replace(':', '::')}:{call}"  # escaping: a ':' of the ID can no longer end a part
+
+
+def url_quoted(consumer, message_id, call):
+    return ":".join(quote(part, safe="") for part in (consumer, message_id, call))
+
+
+def as_json(consumer, message_id, call):
+    return json.dumps([consumer, message_id, call])  # the unambiguous encoding, readable
+
+
+def message_first(consumer, message_id, call):
+    return f"{message_id}:{consumer}:{call}"  # the two names of its own still mark where the ID ends
+
+
 # Wrong: the review's forms first.
 def no_consumer(consumer, message_id, call):
     return f"{message_id}:{call}"  # the lesson's two-part key: two services share m-7f3:charge
@@ -93,6 +110,18 @@ def no_separator(consumer, message_id, call):
 
 def digest_of_glued(consumer, message_id, call):
     return sha256(f"{consumer}{message_id}{call}".encode()).hexdigest()  # long, but of an ambiguous text
+
+
+def colons_dropped(consumer, message_id, call):
+    return f"{consumer}:{message_id.replace(':', '')}:{call}"  # "so that my separator stays unique"
+
+
+def colons_replaced(consumer, message_id, call):
+    return f"{consumer}:{message_id.replace(':', '_')}:{call}"
+
+
+def separator_removed(consumer, message_id, call):
+    return f"{consumer}|{message_id.replace('|', '')}|{call}"
 
 
 def lowered(consumer, message_id, call):
@@ -217,13 +246,17 @@ BANKS = {
     "check_key_function": Bank(
         right=[(joined,), (call_first,), (digest_of_all,), (lambda c, m, x: f"{c}:{m}:{x}",), (with_a_helper,),
                (namespaced_uuid5,), (uuid5_from_a_module_constant,), (made_by_a_factory,), (partial_key,),
-               (formatted,), ("{}/{}/{}".format,), (key_object,), (length_prefixed,)],
+               (formatted,), ("{}/{}/{}".format,), (key_object,), (length_prefixed,), (colons_doubled,), (url_quoted,),
+               (as_json,), (message_first,)],
         wrong=[
             Wrong((no_consumer,), "besides the message"),
             Wrong((no_separator,), "nothing between"),
             Wrong((digest_of_glued,), "nothing between"),
             Wrong((lowered,), "letter case"),
             Wrong((upper,), "letter case"),
+            Wrong((colons_dropped,), "punctuation included"),
+            Wrong((colons_replaced,), "punctuation included"),
+            Wrong((separator_removed,), "punctuation included"),
             Wrong((trimmed,), "space is part"),
             Wrong((sha_32_bits,), "32 bits"),
             Wrong((crc32_key,), "32 bits"),
@@ -311,4 +344,5 @@ def test_the_day_of_calls_holds_the_pairs_production_meets_and_differs_by_seed()
     messages = {message for _, message, _ in calls}
     assert len({m.lower() for m in messages}) < len(messages)  # IDs that differ only in letter case
     assert len({m.strip() for m in messages}) < len(messages)  # ... only in a space
+    assert len({m.replace(":", "") for m in messages}) < len(messages)  # ... only in their punctuation
     assert provider_calls(seed=9) != calls

@@ -144,6 +144,27 @@ def remembered(record):
     return SEEN.setdefault((record["source"], record["id"]), str(uuid.uuid4()))  # a memory a restart empties
 
 
+def glued(record):
+    return record["source"] + record["id"]  # /stores/1 with 23 and /stores/12 with 3 read the same
+
+
+def digest_of_glued(record):
+    return hashlib.sha256((record["source"] + record["id"]).encode()).hexdigest()  # long, but of an ambiguous text
+
+
+def glued_format(record):
+    return "{source}{id}".format(**record)
+
+
+def changes_its_record(record):
+    record["data"]["amount"] = 0  # an answer that writes to what it is given changes nothing the check reads
+    return record.pop("source"), record.pop("id")
+
+
+def id_then_source_glued(record):
+    return record["id"] + record["source"]  # ids hold no '/' and every source begins with one: the split is clear
+
+
 def as_a_list(record):
     return [record["source"], record["id"]]  # cannot be a key
 
@@ -155,9 +176,13 @@ def missing_field(record):
 BANKS = {
     "check_message_id": Bank(
         right=[(source_and_id,), (as_tuple,), (digest_of_both,), (namespaced_uuid5,), (picked,), (picker,),
-               (operator.itemgetter("source", "id"),), (with_the_type,), (id_then_source,)],
+               (operator.itemgetter("source", "id"),), (with_the_type,), (id_then_source,), (changes_its_record,),
+               (id_then_source_glued,), ("{source}/{id}".format_map,)],
         wrong=[
             Wrong((the_id_alone,), "names the producer"),
+            Wrong((glued,), "nothing between"),
+            Wrong((digest_of_glued,), "nothing between"),
+            Wrong((glued_format,), "nothing between"),
             Wrong((crc_16_bits,), "16 or 32 bits"),
             Wrong((sha_24_bits,), "16 or 32 bits"),
             Wrong((sha_32_bits,), "16 or 32 bits"),
@@ -188,7 +213,7 @@ BANKS = {
 test_bank = bank_tests(BANKS)
 
 
-def test_the_copies_come_from_three_producers_at_scale_and_differ_by_seed():
+def test_the_copies_come_from_several_producers_at_scale_and_differ_by_seed():
     from idemlib.course.exercises.lesson_05 import event_copies
 
     events = list(event_copies())
@@ -196,8 +221,18 @@ def test_the_copies_come_from_three_producers_at_scale_and_differ_by_seed():
     named = {(copies[0]["source"], copies[0]["id"]) for copies in events}
     assert len(named) == len(events)  # source + id names one event
     assert len({event_id for _, event_id in named}) < len(events)  # the id alone does not
+    assert len({source + event_id for source, event_id in named}) < len(events)  # nor the two glued together
     new_messages = [(copies[0], copy) for copies in events for copy in copies[1:]
                     if copy["message_id"] != copies[0]["message_id"]]  # a retry, a republish, a redrive
     assert new_messages and all((copy["source"], copy["id"], copy["data"]) == (first["source"], first["id"], first["data"])
                                 for first, copy in new_messages)
     assert [c[0]["id"] for c in list(event_copies(seed=6))[:50]] != [c[0]["id"] for c in events[:50]]
+
+
+def test_a_record_handed_out_is_the_callers_to_change():
+    from idemlib.course.exercises.lesson_05 import event_copies
+
+    first = next(event_copies())[0]
+    first["data"]["amount"], first["id"] = 0, "changed"
+    again = next(event_copies())[0]
+    assert again["id"] != "changed" and again["data"]["amount"] != 0

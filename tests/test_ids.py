@@ -75,3 +75,13 @@ def test_a_replay_comes_back_changed_so_the_whole_message_hash_misses_it_and_the
     assert replays and all(record(c)["x_death"] == 1 and record(originals[c.fact])["x_death"] == 0 for c in replays)
     assert judge(whole_message_hash, copies, FACTS)["duplicates missed"] == len(replays)
     assert judge(lambda r: r["request_id"], copies, FACTS)["duplicates missed"] == 0
+
+
+def test_duckdb_gives_the_counts_sqlite_gives():
+    """The lesson runs the copies on SQLite for speed; the inbox's answer is the engine's, not the speed's."""
+    from idemlib.ids import judge
+    from idemlib.stores import DuckDBPayments, SQLitePayments
+    copies = make_copies(FACTS, {"producer retry": 0.3, "replay": 0.3})
+    for strategy in STRATEGIES:
+        assert (judge(strategy, copies, FACTS, ack_loss_rate=0.2, database=DuckDBPayments)
+                == judge(strategy, copies, FACTS, ack_loss_rate=0.2, database=SQLitePayments))

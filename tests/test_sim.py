@@ -88,6 +88,19 @@ def test_the_fault_sweep_shows_the_inbox_flat_and_the_naive_consumer_rising():
     assert naive[0] == expected < naive[1] < naive[2]
 
 
+def test_the_fault_sweep_gives_the_same_totals_on_sqlite_as_on_duckdb():
+    """Lesson 04 sweeps on SQLite for speed; a single consumer's totals are the engine's, not the speed's."""
+    from idemlib.handlers import ProviderHandler
+    from idemlib.stores import SQLitePayments
+
+    handlers, stream = [ProviderHandler("inside", keyed=False), ProviderHandler("inside", keyed=True)], payment_stream(30)
+    on = {engine: fault_sweep(handlers, stream, [0.0, 0.3], fault="response_loss_rate", provider="stripe-v1",
+                              **({"database": SQLitePayments} if engine == "sqlite" else {}))
+          for engine in ("duckdb", "sqlite")}
+    assert on["duckdb"].equals(on["sqlite"])
+    assert on["sqlite"]["charged at provider"].nunique() > 1  # the lost answers charge again without a key
+
+
 @pytest.mark.parametrize("consumers", [1, 3])
 def test_many_messages_with_random_faults_are_each_charged_once_by_the_inbox(consumers):
     stream = payment_stream(150)

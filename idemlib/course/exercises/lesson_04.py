@@ -21,9 +21,15 @@ CONSUMERS = ("payments", "payments2", "refunds")
 # instalment): a key with the call's name cut to a prefix collides.
 CALLS = ("charge", "fee", "capture", "charge-2")
 # Message IDs as producers write them: short ones, 200-character ones (NServiceBus's MessageId column is
-# that wide) in pairs that differ only in the last character, Stripe-style ones whose letter case matters.
+# that wide) in pairs that differ only in the last character, Stripe-style ones whose letter case matters,
+# ones with ':' in them (order:1042:payment:1, urn:uuid:...), and IDs that differ from those only in their
+# punctuation (order1042payment1, order_1042_payment_1, order|1042|payment|1, ...). The consumers' and calls'
+# names are the services' own and hold no ':'; a message ID may hold any character, so a key joined with ':'
+# stays unambiguous (the first ':' ends the consumer, the last begins the call) only because the ID is the one
+# part that may hold it.
 _LONG = "order-1042/payment-request/" + "7f3c9a1e" * 25
 _BASE62 = string.digits + string.ascii_letters
+PUNCTUATION = ("", "_", "-", "/", "|", "#", ".", " ")  # what else a producer writes where another writes ':'
 DAY_OF_CALLS = 300_000  # a day's calls on one busy account: a 32-bit digest collides here (about 10 pairs)
 
 
@@ -32,7 +38,11 @@ def _message_ids(draw: random.Random, count: int) -> list[str]:
     ids: set[str] = set()
     while len(ids) < count:
         style = draw.random()
-        if style < 0.4:
+        if style < 0.05:
+            ids.add(f"order:{draw.randrange(10_000)}:payment:{draw.randrange(1, 4)}")
+        elif style < 0.1:
+            ids.add(f"urn:uuid:{draw.getrandbits(128):032x}")
+        elif style < 0.4:
             ids.add(f"m-{draw.getrandbits(draw.choice((12, 20, 28, 40))):x}")
         elif style < 0.7:
             ids.add("evt_" + "".join(draw.choices(_BASE62, k=14)))
@@ -47,8 +57,9 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
 
     Besides calls drawn at random (by ``seed``), the day holds the pairs production meets: one message
     handled by two services, one message making several calls, IDs that differ only in letter case or in
-    a trailing space, 200-character IDs that differ in their last character, and a "payments2" call for
-    ``a9f...`` beside a "payments" call for ``2a9f...``.
+    a trailing space or only in their punctuation (``order:102:payment:3``, ``order_102_payment_3``, ...),
+    200-character IDs that differ in their last character, and a "payments2" call for ``a9f...`` beside a
+    "payments" call for ``2a9f...``.
     """
     draw = random.Random(seed)
     calls: set[tuple[str, str, str]] = set()
@@ -57,7 +68,9 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
         calls.update(("payments", message_id, call) for call in CALLS)
     for message_id in _message_ids(draw, 3_000):
         calls.update({(consumer, message_id, "charge") for consumer in CONSUMERS[::2]})  # two services, one message
-        if message_id.startswith("evt_"):
+        if message_id.startswith("order:"):  # order:1042:payment:1, order1042payment1, order_1042_payment_1, ...
+            calls.update(("payments", message_id.replace(":", other), "charge") for other in PUNCTUATION)
+        elif message_id.startswith("evt_"):
             calls.add(("payments", message_id.swapcase(), "charge"))  # evt_1Nq and EVT_1nQ: two messages
         elif message_id.startswith("m-"):
             calls.update({("payments", message_id + " ", "charge"), ("payments", " " + message_id, "charge")})
@@ -73,9 +86,10 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
 
 def telling_pairs(calls: tuple[tuple[str, str, str], ...]) -> list[list[tuple[tuple[str, str, str], ...]]]:
     """The pairs of different calls among ``calls`` that teach one rule each, in the order the hints teach them:
-    two services, one message; two calls, one message; parts glued together; a long ID cut; letter case; a space."""
+    two services, one message; two calls, one message; parts glued together; a long ID cut; letter case; a space;
+    a ':' of the ID dropped or replaced."""
     present = set(calls)
-    rules: list[list[tuple[tuple[str, str, str], ...]]] = [[] for _ in range(6)]
+    rules: list[list[tuple[tuple[str, str, str], ...]]] = [[] for _ in range(7)]
     for consumer, message_id, call in calls:
         if consumer in ("refunds", "payments2") and ("payments", message_id, call) in present:
             rules[0].append((("payments", message_id, call), (consumer, message_id, call)))
@@ -85,6 +99,10 @@ def telling_pairs(calls: tuple[tuple[str, str, str], ...]) -> list[list[tuple[tu
             rules[4].append((("payments", message_id.swapcase(), call), (consumer, message_id, call)))
         if message_id.endswith(" ") and ("payments", message_id.strip(), call) in present:
             rules[5].append((("payments", message_id.strip(), call), (consumer, message_id, call)))
+        if message_id.startswith("order:") and consumer == "payments" and call == "charge":
+            family = [message_id, *(message_id.replace(":", other) for other in PUNCTUATION)]
+            rules[6] += [((consumer, one, call), (consumer, other, call)) for n, one in enumerate(family)
+                         for other in family[n + 1:] if (consumer, one, call) in present and (consumer, other, call) in present]
     rules[1] = [(("payments", "m-7f3", one), ("payments", "m-7f3", other)) for one in CALLS for other in CALLS if one < other]
     rules[3] = [(("payments", f"{_LONG[:length - 1]}a", call), ("payments", f"{_LONG[:length - 1]}b", call))
                 for length in (9, 17, 36, 80, 200) for call in CALLS]
@@ -108,6 +126,9 @@ def _hint_for(rule: int, first: tuple[str, str, str], second: tuple[str, str, st
         "included), but they got the same key. What did the key do to the ID's letters?",
         f"Message IDs {message_a!r} and {message_b!r} are two messages (a space is part of an ID), but they got the "
         "same key. Keep the ID as it came, character for character.",
+        f"Message IDs {message_a!r} and {message_b!r} are two messages (a producer's ID may hold any character, its "
+        "punctuation included), but they got the same key. Keep the ID as it came, character for character: the "
+        "consumer's and the call's names are your own, so they are the parts that keep clear of your separator.",
     ][rule]
 
 

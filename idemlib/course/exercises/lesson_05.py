@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import random
@@ -14,10 +15,14 @@ from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 
 __all__ = ["check_message_id", "event_copies"]
 
-# Three producers publish payment events as CloudEvents onto one SQS queue. Two of them number their events
-# with a counter of their own (both send an evt-000007); the third, older one writes case-sensitive base62 IDs.
+# Three services publish payment events as CloudEvents onto one SQS queue, and so do a chain's shop tills.
+# Two services number their events with a counter of their own (both send an evt-000007); the third, older one
+# writes case-sensitive base62 IDs. Each till is a source of its own (/stores/1 to /stores/12) and numbers its
+# events from 1 with no padding: /stores/1's event 23 and /stores/12's event 3 glue together into the same text.
 COUNTERS = {"/checkout": 140_000, "/subscriptions": 140_000}
-LEGACY, LEGACY_EVENTS = "/legacy-billing", 20_000
+LEGACY, LEGACY_EVENTS = "/legacy-billing", 14_000
+STORES, STORE_EVENTS = tuple(f"/stores/{n}" for n in range(1, 13)), 500  # each till's events
+EVENTS = sum(COUNTERS.values()) + LEGACY_EVENTS + len(STORES) * STORE_EVENTS
 _BASE62 = string.digits + string.ascii_letters
 # Extra copies, by why they exist: a share of the events gets one of each kind.
 COPIES = {"producer retry": 0.06, "relay republish": 0.04, "replay": 0.03, "redelivery": 0.08}
@@ -33,17 +38,20 @@ def _legacy_ids(draw: random.Random) -> list[str]:
     return ids
 
 
+_LOW_128_BITS = (1 << 128) - 1
+
+
 def _sqs_id(number: int) -> str:
     """The ``number``-th message ID the queue hands out, in the form SQS writes one (a UUID's); no two alike."""
-    digits = f"{number * 0x9E3779B97F4A7C15F39CC0605CEDC835 % (1 << 128):032x}"
+    digits = "%032x" % (number * 0x9E3779B97F4A7C15F39CC0605CEDC835 & _LOW_128_BITS)
     return f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-a{digits[17:20]}-{digits[20:]}"
 
 
 # Why an extra copy exists, and how much later than the original it is sent (seconds).
 _LATER = {"producer retry": (1.0, 30.0), "relay republish": (60.0, 3600.0), "replay": (3600.0, 4 * 86400.0)}
+_COPY_PLAN = tuple((why, (share, *_LATER.get(why, (0.0, 0.0)))) for why, share in COPIES.items())
 
 
-@functools.lru_cache(maxsize=2)  # drawn once per seed; the plan is never changed
 def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
     """Every event once, as (source, id, time, order, amount, sent at, its extra copies).
 
@@ -53,19 +61,42 @@ def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
     draw = random.Random(seed)
     ids = [(source, f"evt-{n:06d}") for source, count in COUNTERS.items() for n in range(1, count + 1)]
     ids += [(LEGACY, event_id) for event_id in _legacy_ids(draw)]
+    ids += [(store, str(n)) for store in STORES for n in range(1, STORE_EVENTS + 1)]
     draw.shuffle(ids)
-    times: dict[int, str] = {}
+    chance = draw.random  # one uniform draw in [0, 1): the plan's draws are all made from it, for speed
     plan: list[tuple[Any, ...]] = []
     for number, (source, event_id) in enumerate(ids):
-        seconds = number // EVENTS_PER_SECOND
-        time = times.setdefault(seconds, f"2026-12-01T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z")
-        order, amount = (plan[-draw.randint(1, 50)][3:5] if number > 50 and draw.random() < 0.02
-                         else (5000 + number, 5 * draw.randint(1, 40)))
+        if number % EVENTS_PER_SECOND == 0:
+            seconds = number // EVENTS_PER_SECOND
+            time = f"2026-12-01T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z"
+        order, amount = (plan[-1 - int(chance() * 50)][3:5] if number > 50 and chance() < 0.02
+                         else (5000 + number, 5 * (1 + int(chance() * 40))))
         sent = number / EVENTS_PER_SECOND
-        extra = tuple((why, round(sent + draw.uniform(*_LATER[why]), 3) if why in _LATER else sent)
-                      for why, share in COPIES.items() if draw.random() < share)
+        extra = tuple((why, round(sent + low + (high - low) * chance(), 3) if (low, high) != (0.0, 0.0) else sent)
+                      for why, (share, low, high) in _COPY_PLAN if chance() < share)
         plan.append((source, event_id, time, order, amount, sent, extra))
     return tuple(plan)
+
+
+@functools.lru_cache(maxsize=1)  # built once per seed and never handed out: callers get copies (_fresh)
+def _records(seed: int) -> tuple[tuple[dict[str, Any], ...], ...]:
+    """For each event of :func:`_plan`, the records of its copies as the consumer receives them from SQS."""
+    sent_messages = itertools.count(seed * 1_000_000_007)
+    events: list[tuple[dict[str, Any], ...]] = []
+    for source, event_id, time, order, amount, sent, extra in _plan(seed):
+        event = {"specversion": "1.0", "source": source, "id": event_id, "type": "com.example.payment.requested",
+                 "time": time, "data": {"order_id": order, "amount": amount}}
+        first = {**event, "message_id": _sqs_id(next(sent_messages)), "attempt": 1, "sent_at": sent, "receive_count": 1}
+        events.append((first, *({**first, "receive_count": 2} if why == "redelivery" else
+                                {**event, "message_id": _sqs_id(next(sent_messages)),
+                                 "attempt": 2 if why == "producer retry" else 1, "sent_at": later, "receive_count": 1}
+                                for why, later in extra)))
+    return tuple(events)
+
+
+def _fresh(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``record`` that its receiver may change (its ``data`` too) without changing the check's."""
+    return {**record, "data": dict(record["data"])}
 
 
 def event_copies(*, seed: int = 5) -> Iterator[list[dict[str, Any]]]:
@@ -74,16 +105,10 @@ def event_copies(*, seed: int = 5) -> Iterator[list[dict[str, Any]]]:
     A record is the CloudEvent (``specversion``, ``source``, ``id``, ``type``, ``time``, ``data``) and what
     the queue and the publisher add: SQS's ``message_id`` (new for every message sent: a producer retry, a
     relay's republish, a redrive from the dead-letter queue; kept on a redelivery), the publisher's
-    ``attempt``, ``sent_at`` (seconds) and SQS's ``receive_count``.
+    ``attempt``, ``sent_at`` (seconds) and SQS's ``receive_count``. The records are new ones on every call.
     """
-    sent_messages = itertools.count(seed * 1_000_000_007)
-    for source, event_id, time, order, amount, sent, extra in _plan(seed):
-        event = {"specversion": "1.0", "source": source, "id": event_id, "type": "com.example.payment.requested",
-                 "time": time, "data": {"order_id": order, "amount": amount}}
-        first = {**event, "message_id": _sqs_id(next(sent_messages)), "attempt": 1, "sent_at": sent, "receive_count": 1}
-        yield [first, *({**first, "receive_count": 2} if why == "redelivery" else
-                        {**event, "message_id": _sqs_id(next(sent_messages)), "attempt": 2 if why == "producer retry" else 1,
-                         "sent_at": later, "receive_count": 1} for why, later in extra)]
+    for copies in _records(seed):
+        yield [_fresh(copy) for copy in copies]
 
 
 Event = tuple[str, str, str, tuple[int, int]]  # what names and describes one event: source, id, time, order and amount
@@ -100,76 +125,99 @@ def _what_collided(first: Event, second: Event) -> tuple[int, str]:
         return 0, (f"Two different events, {one[1]!r} from {one[0]} and {other[1]!r} from {other[0]}, got the same ID, "
                    "so the inbox dropped the second as a copy of the first. An event's ID is unique only among its "
                    "own producer's events: what names the producer?")
+    if one[0] + one[1] == other[0] + other[1]:
+        return 1, (f"Two different events, {one[1]!r} from {one[0]} and {other[1]!r} from {other[0]}, got the same ID: "
+                   "glued together with nothing between them, the source and the id of the two read the same. Where "
+                   "does one end and the next begin?")
     if first[3] == second[3]:
-        return 1, ("Two different events asking for the same order and amount got the same ID, so a real second "
+        return 2, ("Two different events asking for the same order and amount got the same ID, so a real second "
                    "payment was dropped. What tells two such events apart?")
     if one[1].lower() == other[1].lower():
-        return 2, (f"IDs {one[1]!r} and {other[1]!r} name two events (an ID is compared exactly, letter case "
+        return 3, (f"IDs {one[1]!r} and {other[1]!r} name two events (an ID is compared exactly, letter case "
                    "included), but they got the same ID from your function. What did it do to the letters?")
     if one[1].strip() == other[1].strip():
-        return 3, (f"IDs {one[1]!r} and {other[1]!r} name two events (a space is part of an ID), but they got the "
+        return 4, (f"IDs {one[1]!r} and {other[1]!r} name two events (a space is part of an ID), but they got the "
                    "same ID from your function. Keep the ID as it came, character for character.")
     if first[2] == second[2]:
-        return 4, (f"Two events of the same second ({first[2]}) got the same ID: forty events a second share a "
+        return 5, (f"Two events of the same second ({first[2]}) got the same ID: forty events a second share a "
                    "time here. Which fields name one event, whenever it happened?")
-    return 5, (f"Two different events, {one} and {other}, got the same ID. Among the {sum(COUNTERS.values()) + LEGACY_EVENTS:,} "
-               "events of a busy week a digest cut to a few characters (16 or 32 bits) collides; keep what names the "
-               "event whole, or a digest long enough for that traffic.")
+    return 6, (f"Two different events, {one} and {other}, got the same ID. Among the {EVENTS:,} events of a busy "
+               "week a digest cut to a few characters (16 or 32 bits) collides; keep what names the event whole, or "
+               "a digest long enough for that traffic.")
+
+
+@functools.lru_cache(maxsize=1)  # what the check reads of each event, worked out once per seed
+def _judged(seed: int) -> tuple[tuple[dict[str, Any], ...], tuple[Event, ...], tuple[tuple[str, ...], ...]]:
+    """The records of :func:`_records`, each event's names (:data:`Event`), and why each extra copy exists."""
+    events = _records(seed)
+    whys = tuple(tuple("a redelivery" if copy["message_id"] == copies[0]["message_id"] else
+                       "a producer retry" if copy["attempt"] == 2 else "a replay or a relay's republish"
+                       for copy in copies[1:]) for copies in events)
+    return tuple(copy for copies in events for copy in copies), tuple(_event(copies[0]) for copies in events), whys
+
+
+def _sample_of(seed: int) -> list[int]:
+    """Where the copies the restart is judged on sit among all copies: every thousandth event, and some with copies."""
+    taken: list[int] = []
+    at = 0
+    for number, copies in enumerate(_records(seed), start=1):
+        if number % 1000 == 1 or (len(copies) > 1 and len(taken) < 400 and number % 7 == 0):
+            taken += range(at, at + len(copies))
+        at += len(copies)
+    return taken
 
 
 @exercise
 def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
     """Lesson 05: a function from what a copy carries (its record) to the ID the inbox should trust.
 
-    Judged on every copy of 300,000 events of three producers (:func:`event_copies`, drawn by ``seed``),
-    as the inbox would judge them, and again in fresh processes on other machines, days later.
+    Judged on every copy of 300,000 events of three services and twelve shop tills (:func:`event_copies`, drawn
+    by ``seed``), as the inbox would judge them, and again in fresh processes on other machines, days later.
+    Each call of the answer gets a record of its own, so an answer that changes its record changes nothing else.
     """
     if (missing := blank(message_id, "a function such as def message_id(record): ...")) is not None:
         return missing
     if not callable(message_id):
         return hint("Give a function that takes one copy's record (a dict) and returns the ID the inbox should trust.")
+    every_copy, named, whys = _judged(seed)
+    try:  # every copy's ID at once (while grading, one trip to the hand-in's sandbox per batch of copies)
+        every_id = call_each(message_id, [(_fresh(copy),) for copy in every_copy])
+    except Exception as error:  # noqa: BLE001 - the learner's code: any error is worth a hint, not a traceback
+        return hint(f"Calling it on a record such as {every_copy[0]} failed ({type(error).__name__}: {error}).")
     owner: dict[Any, Event] = {}  # the ID the inbox has seen, and the first event that had it
     collided: list[tuple[int, str]] = []
     missed: dict[str, int] = {}
-    sample: list[tuple[dict[str, Any]]] = []
-    events = copies_seen = 0
-    every_event = list(event_copies(seed=seed))
-    try:  # every copy's ID at once (while grading, one trip to the hand-in's sandbox per batch of copies)
-        every_id = call_each(message_id, [(copy,) for copies in every_event for copy in copies])
-    except Exception as error:  # noqa: BLE001 - the learner's code: any error is worth a hint, not a traceback
-        return hint(f"Calling it on a record such as {every_event[0][0]} failed ({type(error).__name__}: {error}).")
     start = 0
-    for copies in every_event:
-        ids, start = every_id[start:start + len(copies)], start + len(copies)
+    for event, why_copied in zip(named, whys):
+        first_id, end = every_id[start], start + 1 + len(why_copied)
+        ids = every_id[start:end]
+        start = end
         if any(value is None or value == "" for value in ids):
             return hint("It returned no ID (None or an empty string) for some copies; every copy needs one.")
         try:
-            hash(ids[0])
+            seen = first_id in owner
         except TypeError:
-            return hint(f"It returned {ids[0]!r}, which cannot be a key (an inbox row's ID): give a string, a number "
+            return hint(f"It returned {first_id!r}, which cannot be a key (an inbox row's ID): give a string, a number "
                         "or a tuple of them.")
-        for copy, value in zip(copies[1:], ids[1:]):
-            if value != ids[0]:
-                why = "a redelivery" if copy["message_id"] == copies[0]["message_id"] else (
-                    "a producer retry" if copy["attempt"] == 2 else "a replay or a relay's republish")
+        for value, why in zip(ids[1:], why_copied):
+            if value != first_id:
                 missed[why] = missed.get(why, 0) + 1
-        event = _event(copies[0])
-        if ids[0] in owner and len(collided) < 200:
-            collided.append(_what_collided(owner[ids[0]], event))
-        owner.setdefault(ids[0], event)
-        events += 1
-        copies_seen += len(copies)
-        if events % 1000 == 1 or (len(copies) > 1 and len(sample) < 400 and events % 7 == 0):
-            sample += [(copy,) for copy in copies]
-    if collided:
-        return hint(min(collided)[1])
+        if not seen:
+            owner[first_id] = event
+        elif len(collided) < 200:
+            collided.append(_what_collided(owner[first_id], event))
+    if collided:  # the reason most of the collisions share (a digest's few happen to share a second, say)
+        tally = collections.Counter(rank for rank, _ in collided)
+        telling = min(tally, key=lambda rank: (-tally[rank], rank))
+        return hint(next(words for rank, words in collided if rank == telling))
     if missed:
         which = ", ".join(f"{count:,} × {why}" for why, count in sorted(missed.items()))
         return hint(f"Copies of one event got different IDs ({which}), so the inbox took each for a new payment and "
                     "charged again. Which fields are the same on every copy, however and whenever it was copied?")
+    sample = [every_copy[at] for at in _sample_of(seed)]
     try:
-        expected = [str(value) for value in call_each(message_id, sample)]
-        restarted = [in_fresh_process(message_id, sample, machine, hash_seed)
+        expected = [str(value) for value in call_each(message_id, [(_fresh(copy),) for copy in sample])]
+        restarted = [in_fresh_process(message_id, [(_fresh(copy),) for copy in sample], machine, hash_seed)
                      for hash_seed, machine in enumerate(OTHER_MACHINES, start=1)]
     except Exception as error:  # noqa: BLE001 - any failure of the rerun is the learner's to fix, as a hint
         return hint(f"The check computes the IDs again in a fresh Python process, as a restarted consumer would, and "
@@ -180,5 +228,5 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
                     "A restart brings back your code, not your memory: a dict starts empty, a UUID made at start-up "
                     "is a new one, and Python's hash() of a string, a process ID, a host name and the clock change. "
                     "Build the ID only from what the copy carries.")
-    return right(f"{copies_seen:,} copies of {events:,} events from three producers: every payment charged once, none "
-                 "twice, none dropped, and a restarted consumer computes the same IDs.")
+    return right(f"{len(every_copy):,} copies of {len(named):,} events from three services and twelve tills: every "
+                 "payment charged once, none twice, none dropped, and a restarted consumer computes the same IDs.")
