@@ -14,6 +14,7 @@ import pytest
 
 import idemlib
 import idemlib.course.exercises as exercises
+import idemlib.stores
 
 HEAVY = ("pandas", "numpy", "duckdb", "psycopg", "redis", "matplotlib")
 
@@ -33,19 +34,26 @@ def test_starting_a_judge_or_a_sandbox_loads_no_heavy_library(code):
     assert [name for name in loaded_after(code) if name in HEAVY] == []
 
 
-def test_every_public_name_of_idemlib_imports_and_is_its_modules_own():
-    assert sorted(idemlib._MODULE_OF) == sorted(idemlib.__all__)
-    for name in idemlib.__all__:
-        value = getattr(idemlib, name)
-        assert value is getattr(importlib.import_module(idemlib._MODULE_OF[name]), name)
-        assert name in dir(idemlib)
+def test_the_simulator_and_duckdb_load_neither_the_postgresql_nor_the_redis_client():
+    loaded = loaded_after("from idemlib.stores import DuckDBPayments\nfrom idemlib.handlers import InboxHandler\n"
+                          "from idemlib.explore import crash_matrix")
+    assert "duckdb" in loaded and "psycopg" not in loaded and "redis" not in loaded
+
+
+@pytest.mark.parametrize("package", [idemlib, idemlib.stores], ids=lambda package: package.__name__)
+def test_every_public_name_imports_and_is_its_modules_own(package):
+    assert sorted(package._MODULE_OF) == sorted(package.__all__)
+    for name in package.__all__:
+        value = getattr(package, name)
+        assert value is getattr(importlib.import_module(package._MODULE_OF[name]), name)
+        assert name in dir(package)
     namespace: dict[str, object] = {}
-    exec("from idemlib import *", namespace)
-    assert set(idemlib.__all__) <= set(namespace)
+    exec(f"from {package.__name__} import *", namespace)
+    assert set(package.__all__) <= set(namespace)
     with pytest.raises(AttributeError, match="no attribute 'Brokr'"):
-        idemlib.Brokr  # noqa: B018
+        package.Brokr  # noqa: B018
     with pytest.raises(ImportError):
-        exec("from idemlib import Brokr")
+        exec(f"from {package.__name__} import Brokr")
 
 
 def test_a_lessons_check_imports_its_lesson_only():
