@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from idemlib.course import sandbox
+from idemlib.course import budget, sandbox
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
 NEEDS_BWRAP = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -167,10 +167,25 @@ def test_the_shared_memory_folder_is_a_small_tmpfs_of_the_sandboxs_own():
     assert int(outcome.report) <= 32
 
 
-@pytest.mark.skipif(sandbox.budget_kind() == "per process", reason="no control group can be written here")
-def test_a_sandboxs_memory_is_bounded_for_all_its_processes_together():
+def unless_the_kind_is_here(kind: str) -> None:
+    """Skip, saying why, where this machine's control groups are not of ``kind`` (or none can be written)."""
+    here = sandbox.budget_kind()
+    if here == kind:
+        return
+    if kind == "cgroup v2" and (unified := next((path for path in (budget.CGROUPS / "cgroup.controllers",
+                                                budget.CGROUPS / "unified" / "cgroup.controllers")
+                                                if path.exists()), None)):
+        pytest.skip(f"cgroup v2 here ({unified.parent}) offers only '{unified.read_text().strip()}': memory, pids and "
+                    "cpu are bound to v1 hierarchies, so the v2 path runs only where the unified hierarchy holds them "
+                    "(booted with systemd.unified_cgroup_hierarchy=1, the default of current distributions)")
+    pytest.skip(f"a sandbox here is bounded by {here}, not {kind} (as root, with {kind} writable)")
+
+
+@pytest.mark.parametrize("kind", ["cgroup v1", "cgroup v2"])
+def test_a_sandboxs_memory_is_bounded_for_all_its_processes_together(kind):
     """Three children of 300 MiB each, each under the per-process limit, in a sandbox of 512 MiB: not all
     three live (the per-process limit alone would let every one through)."""
+    unless_the_kind_is_here(kind)
     greedy = ("import os, time\nkids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
               "        hold = b'x' * (300 << 20)\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n"
               "alive = sum(os.waitpid(pid, 0)[1] == 0 for pid in kids)\nos.write(int('{report}'), str(alive).encode())")
@@ -178,6 +193,29 @@ def test_a_sandboxs_memory_is_bounded_for_all_its_processes_together():
                           limits=sandbox.Limits(seconds=60, memory_bytes=1 << 30, sandbox_memory_bytes=512 << 20))
     assert outcome.returncode == 0, outcome.stderr_tail
     assert int(outcome.report) < 3
+
+
+def test_a_cgroup_v2_budget_writes_the_kernels_files(tmp_path, monkeypatch):
+    """What the v2 path writes, on a folder standing for the unified hierarchy (the kernel's own behaviour is
+    the memory test above, where a v2 hierarchy holds the controllers): a group per sandbox under
+    idemlib-sandboxes with the controllers enabled, its memory, process and CPU bounds, the command moved into it."""
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids")
+    monkeypatch.setattr(budget, "CGROUPS", tmp_path)
+    monkeypatch.setattr(budget.os, "geteuid", lambda: 0)
+    budget._v2_parent.cache_clear()
+    try:
+        assert budget.budget_kind() == "cgroup v2"
+        limits = sandbox.Limits(processes=32, sandbox_memory_bytes=1 << 30, cpus=0.5)
+        with budget.Budget(limits) as bounded:
+            [group] = bounded.groups
+            (group / "cgroup.procs").write_text("")
+            assert group.parent == tmp_path / "idemlib-sandboxes" and bounded.kind == "cgroup v2"
+            assert {name: (group / name).read_text() for name in ("memory.max", "pids.max", "cpu.max")} == {
+                "memory.max": str(1 << 30), "pids.max": "32", "cpu.max": "50000 100000"}
+            assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+            assert str(group / "cgroup.procs") in bounded.entering()[2]
+    finally:
+        budget._v2_parent.cache_clear()
 
 
 def test_the_sandbox_sees_the_course_without_the_checks_code(tmp_path):

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields
@@ -68,6 +69,22 @@ def plain_text(value: str, limit: int = 2000) -> str:
     text = " ".join(UNSAFE.sub(" ", re.sub("[\ud800-\udfff]", "\ufffd", value)).split())
     return "".join(f"<U+{ord(c):04X}>" if c != " " and unicodedata.category(c) in INVISIBLE else c
                    for c in text)[:limit]
+
+
+NAME_CHARACTERS = 200  # of a name as shown, each character outside ASCII counting as its number's length
+
+
+def shown_name(name: str) -> str:
+    """A file's or a student's name as the terminal, the CSV and the table show it: printable ASCII as itself, any
+    other character by its number (``hon<U+0435>st``, whose "е" is Cyrillic, never passes for ``honest``; nor does
+    ``hon<U+200B>est``, with a zero-width space). A letter of another script or an accent may look just like a
+    Latin letter in any font, so no list of look-alikes is needed, and the names a collection gives (user names)
+    are ASCII. ``<`` and a space other than one between two characters are numbered too, so two different names
+    are never shown alike (a name typed as ``hon<U+0435>st`` shows as ``hon<U+003C>U+0435>st``), up to
+    :data:`NAME_CHARACTERS`."""
+    shown = "".join(c if " " < c < "\x7f" and c != "<" or c == " " and 0 < at < len(name) - 1 and name[at - 1] != " "
+                    and name[at + 1] != " " else f"<U+{ord(c):04X}>" for at, c in enumerate(name))
+    return shown if len(shown) <= NAME_CHARACTERS else shown[:NAME_CHARACTERS - 1] + "~"
 
 
 @dataclass(frozen=True)
@@ -299,8 +316,23 @@ def submissions(folder: Path) -> list[tuple[str, str, Path | None, str]]:
         else:
             found.append((_stem(entry.name), entry.name, None, "not a file"))
     names = [student for student, *_ in found]
-    return [(name if names.count(student) > 1 else student, name, path, problem)
-            for student, name, path, problem in found]
+    return _told_apart([(name if names.count(student) > 1 else student, name, path, problem)
+                        for student, name, path, problem in found])
+
+
+def _told_apart(found: list[tuple[str, str, Path | None, str]]) -> list[tuple[str, str, Path | None, str]]:
+    """``found`` with each student and file name as :func:`shown_name` shows it; two names cut to the same
+    first characters get a number each (``<2>``, which no shown name holds), so no row hides another's."""
+    shown = [(shown_name(student), shown_name(name), path, problem) for student, name, path, problem in found]
+    alike = Counter(student for student, *_ in shown)
+    counted: Counter[str] = Counter()
+    told: list[tuple[str, str, Path | None, str]] = []
+    for student, name, path, problem in shown:
+        if alike[student] > 1:
+            counted[student] += 1
+            student = f"{student}<{counted[student]}>"
+        told.append((student, name, path, problem))
+    return told
 
 
 def _files_in(folder: Path, under: str) -> list[tuple[str, Path | None, str]]:

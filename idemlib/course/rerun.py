@@ -158,8 +158,10 @@ def stand_ins(modules: set[str]) -> dict[str, dict[str, Any]]:
     found = {}
     for name in sorted(names):
         module = importlib.import_module(name)
+        # A package that re-exports its lessons' names on first use (PEP 562) lists them in __all__ only.
+        contents = vars(module) | {key: getattr(module, key) for key in getattr(module, "__all__", ())}
         constants, checks = {}, []
-        for key, value in vars(module).items():
+        for key, value in contents.items():
             if key.startswith("check_") and callable(value):
                 checks.append(key)
             elif not key.startswith("_") and _plain(value):

@@ -9,12 +9,13 @@ together: that is the lesson.
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol, cast
-
-import redis
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from idemlib.clock import VirtualClock
 from idemlib.servers import REDIS
+
+if TYPE_CHECKING:  # the client is imported where a real server is used: the model needs none of it
+    import redis
 
 
 class Cache(Protocol):
@@ -30,6 +31,8 @@ def redis_url() -> str:
 
 def redis_unavailable() -> str | None:
     """None when a Redis server answers at :func:`redis_url`; otherwise why not, and how to start one."""
+    import redis
+
     try:
         redis.Redis.from_url(redis_url(), socket_connect_timeout=2).ping()
         return None
@@ -39,6 +42,8 @@ def redis_unavailable() -> str | None:
 
 def real_redis() -> redis.Redis:
     """A client of the real Redis server (see :func:`redis_unavailable` first)."""
+    import redis
+
     return redis.Redis.from_url(redis_url(), socket_connect_timeout=2)
 
 
@@ -49,7 +54,7 @@ def what_it_is(cache: Cache) -> dict[str, str]:
     if isinstance(cache, MemoryCache):
         return {"server": "in-process model", "answers as Redis": "", "maxmemory (bytes, 0: no limit)": "",
                 "maxmemory-policy": "", "appendonly": "", "save (snapshots)": ""}
-    server = cast(redis.Redis, cache)  # not the model: a client of a real server
+    server = cast("redis.Redis", cache)  # not the model: a client of a real server
     info = server.info("server")
     name = str(info.get("server_name", "redis"))
     config: dict[Any, Any] = {**server.config_get("maxmemory"), **server.config_get("maxmemory-policy"),
