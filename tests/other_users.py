@@ -89,7 +89,8 @@ def learner_account(name: str, home: Path) -> Iterator[pwd.struct_passwd]:
     home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o700)
     if os.geteuid() != 0:
-        yield pwd.getpwuid(os.geteuid())._replace(pw_dir=str(home))
+        me = pwd.getpwuid(os.geteuid())  # a struct sequence, not a named tuple: no _replace
+        yield pwd.struct_passwd((*me[:5], str(home), *me[6:]))
         return
     subprocess.run(["useradd", "--home-dir", str(home), "--no-create-home", "--shell", "/bin/sh", "--user-group",
                     name], check=True, timeout=60)
