@@ -3,7 +3,7 @@
 The second run is the lesson's student copy, which the suite executes anyway: every
 cell but the exercises' own (the answer and its check) is the lesson's, in a fresh
 kernel of its own, so it must print what the first run printed. The only other
-exceptions are cells tagged ``varies``, which measure wall-clock time and say so in
+exceptions are cells tagged ``varies``, which measure wall-clock time or a server's on-disk sizes and say so in
 the lesson. Loopback ports and object addresses are masked.
 """
 
