@@ -195,7 +195,7 @@ def test_without_a_binary_the_message_says_why_and_what_else_to_do(servers_dir):
 
 
 @pytest.mark.parametrize("value, wanted", [
-    ("", set()), ("0", set()), ("1", {"postgres", "redis", "nats", "rabbitmq", "chromium"}),
+    ("", set()), ("0", set()), ("1", {"postgres", "redis", "nats", "rabbitmq", "chromium", "axe-core"}),
     ("postgres,redis,nats", {"postgres", "redis", "nats"}), (" nats ", {"nats"})])
 def test_require_servers_takes_1_or_a_list(value, wanted, monkeypatch):
     monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", value)
@@ -210,7 +210,7 @@ def test_a_listed_server_that_is_missing_fails_and_an_unlisted_one_falls_back(mo
     with pytest.raises(ServerMissing, match="Redis is not reachable"):
         ready(Unavailable("Redis is not reachable.", "redis"), "Using the model.")
     monkeypatch.setenv("IDEMLIB_REQUIRE_SERVERS", "postgresql")
-    with pytest.raises(ValueError, match="postgres, redis, nats, rabbitmq, chromium"):
+    with pytest.raises(ValueError, match="postgres, redis, nats, rabbitmq, chromium, axe-core"):
         required()
 
 

@@ -12,8 +12,9 @@ import os
 
 from idemlib.servers.catalogue import SERVERS
 
-NAMES = (*SERVERS, "chromium")
-"""What ``IDEMLIB_REQUIRE_SERVERS`` may list: every server, and the browser the site's tests drive."""
+NAMES = (*SERVERS, "chromium", "axe-core")
+"""What ``IDEMLIB_REQUIRE_SERVERS`` may list: every server, the browser the site's tests drive, and the
+accessibility engine (axe-core, from npm) they run in it; without it here, ``1`` would skip those tests silently."""
 
 
 class ServerMissing(RuntimeError):
