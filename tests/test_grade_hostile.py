@@ -330,7 +330,9 @@ def test_an_answer_cut_off_by_the_time_limit_while_its_check_calls_it_is_not_run
                         progress=False)
     [key] = [row for row in rows if row.exercise == "check_message_key"]
     assert (key.verdict, key.hint) == ("not run", ""), key
-    assert "could not finish" in key.note
+    # Which of the two the note says depends on how far the run got before its time was up (a busy machine gets
+    # less far): the check cut off while calling the answer, or the answer's values never sent at all.
+    assert "could not finish" in key.note or "no answer came: the hand-in's run had ended" in key.note, key.note
 
 
 # Names that look like "honest" (or like each other) on a screen: a Cyrillic "е", a Greek "ο", a fullwidth "ｈ"
