@@ -164,43 +164,63 @@ def open_transaction_seconds(trace: pd.DataFrame) -> pd.Series:
     return (ended.reindex(began.index) - began).dropna().rename("seconds open")
 
 
+Tally = Callable[[Engine, Sequence[Message], PaymentsDatabase, PaymentProvider | None], Mapping[str, object]]
+"""What one interleaving's row counts, from its run, the messages, the database and the provider (if any)."""
+
+
+def charges_and_conflicts(effect: str = "charges", amount: int = 1) -> Tally:
+    """One message's row: how many times ``effect`` happened (dollars charged over ``amount``), the write
+    conflicts, the outcome, and, with a provider, the calls it received and the charges it made."""
+    def tally(engine: Engine, messages: Sequence[Message], database: PaymentsDatabase,
+              provider: PaymentProvider | None) -> dict[str, object]:
+        times = database.total_charged() // amount
+        row: dict[str, object] = {effect: times, "conflicts": engine.trace.count(Event.CONFLICT), "outcome": outcome_of(times)}
+        if provider is not None:
+            row |= {"provider calls": provider.calls, "charges at provider": len(provider.charges)}
+        return row
+    return tally
+
+
 def interleavings(
     handler: Handler,
-    message: Message = RUNNING_EXAMPLE,
+    messages: Message | Sequence[Message] = RUNNING_EXAMPLE,
     database: PaymentsDatabase | None = None,
     provider: Callable[[], PaymentProvider] | None = None,
     schedules: Iterable[str] | None = None,
     effect: str = "charges",
+    *,
+    tally: Tally | None = None,
+    max_deliveries: int = 5,
 ) -> pd.DataFrame:
-    """Run every order in which two consumers holding the same message can take their steps.
+    """Run every order in which two consumers holding the same messages can take their steps.
 
-    Consumer A gets the message, its lease runs out, and consumer B gets it too.
-    Each schedule says who moves next; the steps run on a fresh database, the loser
-    of a write conflict gives the message back, and any delivery still unacked at
-    the end is redelivered until one is. One row per distinct interleaving.
-    The database (DuckDB by default) is emptied before every schedule. With
-    ``provider`` (a factory), each schedule gets a fresh payment provider and the
-    table also counts the calls it received and the charges it made. ``schedules``
-    plays only the given orders, each a string such as ``"AABB..."`` with one letter
-    per step (both consumers take every step), instead of all of them. ``effect`` names
-    what the database's payments count (charges; accounts, for the loan service).
+    Consumer A gets the message (a batch, for a batch consumer), its lease runs out, and
+    consumer B gets it too. Each schedule says who moves next; the steps run on a fresh
+    database, the loser of a write conflict gives the message back, and any delivery still
+    unacked at the end is redelivered until one is. One row per distinct interleaving.
+    The database (DuckDB by default) is emptied before every schedule. With ``provider``
+    (a factory), each schedule gets a fresh payment provider and the default row also counts
+    the calls it received and the charges it made. ``schedules`` plays only the given orders,
+    each a string such as ``"AABB..."`` with one letter per step (both consumers take every
+    step), instead of all of them. ``tally`` says what a row counts: by default one message's
+    :func:`charges_and_conflicts` under the name ``effect`` (charges; accounts, for the loan
+    service); the batched inbox counts its messages' outcomes instead.
     """
     database = database or DuckDBPayments()
+    batch = [messages] if isinstance(messages, Message) else list(messages)
+    if tally is None:  # a message the handler cannot read is refused here, saying why
+        tally = charges_and_conflicts(effect, handler.read(batch[0]).amount)
     steps = len(handler.steps)
-    amount = handler.read(message).amount  # a message the handler cannot read is refused here, saying why
-    seen: dict[tuple[str, ...], tuple[int, ...]] = {}
+    seen: dict[tuple[str, ...], Mapping[str, object]] = {}
     for schedule in every_schedule(steps) if schedules is None else schedules:
         if len(schedule) != 2 * steps or schedule.count("A") != steps or set(schedule) - {"A", "B"}:
             raise ValueError(f"a schedule is {2 * steps} letters, {steps} A and {steps} B; got {''.join(schedule)!r}")
         database.empty()
         payments = provider() if provider else None
-        engine, taken = play_schedule(handler, database.session, [message], schedule, provider=payments)
-        called = (payments.calls, len(payments.charges)) if payments else ()
-        seen.setdefault(taken, (database.total_charged(), engine.trace.count(Event.CONFLICT), *called))
-    rows = [(" → ".join(taken), charged // amount, conflicts, outcome_of(charged // amount), *called)
-            for taken, (charged, conflicts, *called) in seen.items()]
-    columns = ["interleaving", effect, "conflicts", "outcome"]
-    return pd.DataFrame(rows, columns=columns + (["provider calls", "charges at provider"] if provider else []))
+        engine, taken = play_schedule(handler, handler.sessions(database), batch, schedule, provider=payments,
+                                      max_deliveries=max_deliveries)
+        seen.setdefault(taken, tally(engine, batch, database, payments))
+    return pd.DataFrame([{"interleaving": " → ".join(taken), **row} for taken, row in seen.items()])
 
 
 class Script:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from idemlib import Crash, FaultPlan, Message, payment_stream
-from idemlib.explore import crash_matrix, outcome_counts
-from idemlib.operating.batch import STEPS, BatchConsumer, BatchSession, consume, interleavings
+from idemlib.explore import crash_matrix, interleavings, outcome_counts
+from idemlib.operating.batch import STEPS, BatchConsumer, BatchSession, consume, outcomes_and_conflicts
 from idemlib.operating.costs import batch_throughput, bulk_insert
 from idemlib.stores import DuckDBPayments
 
@@ -54,7 +54,8 @@ def test_a_crash_before_the_commit_rolls_back_the_whole_batch_and_the_broker_red
 
 
 def test_every_interleaving_of_two_overlapping_batches_charges_each_message_once():
-    table = interleavings(DuckDBPayments(), payment_stream(4), batch_size=3)
+    table = interleavings(BatchConsumer(3), payment_stream(4), DuckDBPayments(), tally=outcomes_and_conflicts,
+                          max_deliveries=10)
     assert len(table) > 100
     assert (table["charged once"] == 4).all(), table[table["charged once"] != 4]
     assert table["conflicting deliveries"].max() > 0

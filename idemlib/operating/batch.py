@@ -25,12 +25,10 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import pandas as pd
-
-from idemlib.explore import every_schedule, play_schedule
 from idemlib.faults import FaultPlan
 from idemlib.handlers import Context, Handler, Steps
 from idemlib.messages import Charge, Message, parse_charge
+from idemlib.provider import PaymentProvider
 from idemlib.sim import Durations, Engine, Policy, RunResult, simulate
 from idemlib.stores import PaymentsDatabase, PaymentsSession, SqlPayments
 from idemlib.trace import Event
@@ -144,24 +142,11 @@ def consume(database: SqlPayments, messages: Sequence[Message], *, batch_size: i
                     max_deliveries=max_deliveries, database=database)
 
 
-def interleavings(database: SqlPayments, messages: Sequence[Message], batch_size: int) -> pd.DataFrame:
-    """Every order in which two batched consumers holding overlapping batches can take their steps.
-
-    Consumer A takes a batch; its leases run out; consumer B takes a batch that
-    holds some of A's messages again. Each schedule says who moves next; the loser
-    of a write conflict gives its batch back, and whatever is left unacked is then
-    redelivered until the queue is empty. ``database`` is emptied before each
-    schedule. One row per distinct interleaving, with how each message ended.
-    """
-    seen: dict[tuple[str, ...], tuple[int, int, int, int]] = {}
-    consumer = BatchConsumer(batch_size)
-    for schedule in every_schedule(len(STEPS)):
-        database.empty()
-        engine, taken = play_schedule(consumer, consumer.sessions(database), messages, schedule, max_deliveries=10)
-        result = engine.result(list(messages), database.payments())
-        outcomes = result.outcomes().value_counts()
-        once, lost, twice = (int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice"))
-        seen.setdefault(taken, (once, lost, twice, engine.trace.count(Event.CONFLICT)))
-    rows = [(" → ".join(taken), *counts) for taken, counts in seen.items()]
-    return pd.DataFrame(rows, columns=["interleaving", "charged once", "charge lost", "charged twice",
-                                       "conflicting deliveries"])
+def outcomes_and_conflicts(engine: Engine, messages: Sequence[Message], database: PaymentsDatabase,
+                           provider: PaymentProvider | None) -> dict[str, object]:
+    """An interleaving's row for two batched consumers holding overlapping batches (the ``tally`` of
+    :func:`idemlib.explore.interleavings`, with ``max_deliveries=10``): how each message ended, and how many
+    deliveries met a write conflict, whose loser gives its batch back."""
+    outcomes = engine.result(list(messages), database.payments()).outcomes().value_counts()
+    counts = {name: int(outcomes.get(name, 0)) for name in ("charged once", "charge lost", "charged twice")}
+    return {**counts, "conflicting deliveries": engine.trace.count(Event.CONFLICT)}
