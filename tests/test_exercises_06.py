@@ -29,6 +29,26 @@ BANKS = {
             Wrong((["m-2", "m-1", "m-1"],), "last-ID row"),  # the last-ID row catches the back-to-back m-1
         ],
     ),
+    "check_cache_losses": Bank(
+        right=[({"evicts early", "loses the last second on a crash"},),
+               (frozenset({"loses the last second on a crash", "evicts early"}),),
+               (["Evicts  early", "loses the last second on a crash"],),  # a list, case and spacing aside
+               (("evicts early", "loses the last second on a crash", "evicts early"),)],  # a name twice
+        wrong=[
+            Wrong(({"none"},), "volatile-"),  # appendonly yes read as "safe"
+            Wrong(({"forgets on restart"},), "volatile-"),  # the course's own server's row, copied
+            Wrong(({"evicts early", "forgets on restart", "loses the last second on a crash"},), "appendonly"),
+            Wrong(({"evicts early", "forgets on restart"},), "appendonly"),  # save none read as no persistence
+            Wrong(({"evicts early"},), "everysec"),  # the append-only file taken for a full guarantee
+            Wrong(({"loses the last second on a crash"},), "volatile-"),  # volatile- read as "only keys without TTL"
+            Wrong(({"evicts early", "none"},), '"none"'),
+            Wrong(("evicts early",), "a set"),
+            Wrong(({"evicts"},), "one of the names"),
+            Wrong((set(),), "empty set"),
+            Wrong(({"evicts early": True},), "a set"),
+            Wrong(([1, 2],), "one of the names"),
+        ],
+    ),
 }
 
 test_bank = bank_tests(BANKS)

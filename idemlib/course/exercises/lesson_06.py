@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, one_of, right
 from idemlib.handlers import BusinessRowHandler, InboxHandler
 from idemlib.messages import Message
 from idemlib.sim import simulate
 
-__all__ = ["check_version_order"]
+__all__ = ["CACHE_LOSSES", "check_cache_losses", "check_version_order"]
 
 VERSIONED = {"m-1": Message("m-1", {"order_id": 1042, "amount": 40, "version": 1}),
              "m-2": Message("m-2", {"order_id": 1042, "amount": 5, "version": 2})}
@@ -46,3 +46,43 @@ def check_version_order(order: Any) -> Feedback:
     return right(f"In that order the last-ID row charged ${last_id} and the versioned row ${versioned}, where ${owed} "
                  "was owed: one row forgets what it applied before its last message, the other refuses what it never "
                  "applied because something newer came first.")
+
+
+CACHE_LOSSES = ("evicts early", "forgets on restart", "loses the last second on a crash", "none")
+"""The ways a cache server can forget a claim before its time to live, as lesson 06's second exercise names them."""
+
+# The server of that exercise: maxmemory 4 GiB, maxmemory-policy volatile-lru, appendonly yes, appendfsync
+# everysec, save none; every claim is written with SET ... NX EX, so every claim carries a time to live.
+_SERVER_LOSES = frozenset({"evicts early", "loses the last second on a crash"})
+
+
+@exercise
+def check_cache_losses(losses: Any) -> Feedback:
+    """Lesson 06: which of :data:`CACHE_LOSSES` apply to the server whose settings the exercise gives."""
+    if (missing := blank(losses, 'a set of the names, such as {"none"}')) is not None:
+        return missing
+    if isinstance(losses, str) or not isinstance(losses, (set, frozenset, list, tuple)):
+        return hint(f'Answer with a set of the names, such as {{"forgets on restart"}}, from {list(CACHE_LOSSES)}.')
+    named: set[str] = set()
+    for loss in losses:
+        name = one_of(loss, CACHE_LOSSES, "each name")
+        if not isinstance(name, str):
+            return name
+        named.add(name)
+    if not named:
+        return hint('An empty set names nothing; if no way of forgetting applies, answer {"none"}.')
+    if "none" in named and len(named) > 1:
+        return hint('"none" says the server forgets nothing early; it cannot stand beside another name.')
+    if "evicts early" not in named:
+        return hint("maxmemory is not 0 and the policy is volatile-lru: which keys does a volatile- policy evict, "
+                    "and does a claim written with EX carry a time to live? (Section 2, How a cache forgets early.)")
+    if "forgets on restart" in named:
+        return hint("appendonly is yes: what does the server read back when it starts again? (Section 2, the "
+                    "paragraph after the course's server's settings.)")
+    if "loses the last second on a crash" not in named:
+        return hint("appendfsync everysec writes the append-only file to disk once a second: what becomes of the "
+                    "claims written since the last write when the machine fails? (Section 2, after the private Valkey.)")
+    assert named == _SERVER_LOSES
+    return right("Under its memory limit, volatile-lru evicts claims, all of which carry a time to live; the "
+                 "append-only file brings them back after a restart, except those of the last second when the "
+                 "machine fails. Two ways to let a duplicate through, so a guard that commits with the work stays.")
