@@ -92,9 +92,14 @@ def _source_of(function: Any, name: str = "function_from_lambda") -> str:
     source = textwrap.dedent(inspect.getsource(function))
     if function.__name__ != "<lambda>":
         return source
-    for opening, closing in (("", ""), ("(", ")"), ("{", "}"), ("[", "]"), ("f(", ")")):
+    line = source.strip().rstrip(",")
+    # The line may also end inside brackets it never opened (``(lambda e: ...,)],`` in a list of tuples):
+    # cut the closing brackets and close what the line itself opened.
+    for text, opening, closing in [*((line, opening, closing) for opening, closing in
+                                     (("", ""), ("(", ")"), ("{", "}"), ("[", "]"), ("f(", ")"))),
+                                   *((line.rstrip(")]},"), "", closing) for closing in ("", ")", "))", ",)"))]:
         try:
-            tree = ast.parse(f"{opening}{source.strip().rstrip(',')}{closing}")
+            tree = ast.parse(f"{opening}{text}{closing}")
         except SyntaxError:
             continue
         lambdas = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
