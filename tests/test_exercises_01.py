@@ -104,7 +104,18 @@ def words(faults, limit):
     return "twice"
 
 
+class OwnBatches:
+    """An answer that answers the check's batch of calls itself, with nothing: the check must not trust it."""
+
+    def __call__(self, faults, limit):
+        return "garbage"
+
+    def call_each(self, arguments):
+        return []
+
+
 ON_THE_DAY, AFTER = replay_charges()
+FIRST = next(iter(AFTER))
 
 BANKS = {
     "check_charges_per_message": Bank(
@@ -130,6 +141,10 @@ BANKS = {
             # the old exercise's answer, the morning's counts as a dict, is not a function
             Wrong(({"p-101": 1, "p-102": 2, "p-103": 2, "p-104": 2, "p-105": 3, "p-106": 0, "p-107": 1},), "function"),
             Wrong((3,), "function"),
+            # odd numbers: far beyond a float, a superscript digit str.isdigit() takes: refused, never a crash
+            Wrong((lambda f, m: 10**400,), "not right yet"),
+            Wrong((lambda f, m: "\u00b2",), "whole number"),
+            Wrong((OwnBatches(),), "0 results came back"),
         ],
     ),
     "check_replay_charges_again": Bank(
@@ -153,6 +168,11 @@ BANKS = {
             Wrong(({name: True for name in AFTER},), "whole number"),
             Wrong(({name: 1.5 for name in AFTER},), "whole number"),
             Wrong((len(AFTER),), "dict"),
+            Wrong(({**AFTER, FIRST: 10**400},), "more than"),
+            Wrong(({**AFTER, FIRST: "\u00b2"},), "whole number"),
+            # the same payment twice, once with a space: a contradictory answer, whichever comes last
+            Wrong(({FIRST + " ": 99, **AFTER},), "given twice"),
+            Wrong(({**AFTER, FIRST + " ": 99},), "given twice"),
         ],
     ),
 }

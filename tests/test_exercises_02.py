@@ -117,6 +117,9 @@ BANKS = {
             Wrong(({**EARLY, "crash before commit": "charged once"},), "ack is already in"),
             Wrong(({**EARLY, "crash before commit": "charged twice"},), "ack is already in"),
             # "a lost ack is harmless now that the ack comes early" / "a lost ack loses the message"
+            # with no fault nothing is pending or rolled back: its own hint, not the crash hints
+            Wrong(({**EARLY, "no fault": "charge lost"},), "every step runs"),
+            Wrong(({**EARLY, "no fault": "charged twice"},), "every step runs"),
             Wrong(({**EARLY, "ack lost": "charged once"},), "ack never arrived"),
             Wrong(({**EARLY, "ack lost": "charge lost"},), "ack never arrived"),
             # section 4's inbox with its ack first: every crash after the ack loses the charge

@@ -59,8 +59,11 @@ BANKS = {
             Wrong(({**LATE, RC: ("zero rows", "charge")},), "what comes next is not"),
             # DuckDB's signal (lesson 02) on PostgreSQL
             Wrong(({**LATE, RR_READ: ("duplicate-key error", "give it back")},), "ON CONFLICT DO NOTHING"),
+            # where the truth is zero rows, the hint must not presume that an error is raised
+            Wrong(({**LATE, RC: ("duplicate-key error", "give it back")},), "what does do nothing do"),
+            Wrong(({**LATE, RR_BEGAN: ("duplicate-key error", "skip and ack")},), "what does do nothing do"),
             Wrong(({**LATE, RC: ("one row", "charge")},), "at each statement"),
-            Wrong(({**LATE, RR_BEGAN: ("one row", "charge")},), "count b's statements"),
+            Wrong(({**LATE, RR_BEGAN: ("one row", "charge")},), "start before a's commit or after"),
             # zero rows right, the move after it not: lesson 02's step 3
             Wrong(({**LATE, RR_BEGAN: ("zero rows", "give it back")},), "step 3"),
             # English instead of a named option

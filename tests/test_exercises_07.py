@@ -6,6 +6,8 @@ import base64
 import functools
 import hashlib
 import json
+import os
+import time
 import uuid
 import zlib
 
@@ -15,12 +17,27 @@ from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.brokers.sources import SOURCES
 
+# Made when the producer process starts: a restarted producer has another of each.
+_NAMESPACE_AT_START = uuid.uuid4()
+_STARTED_AT = time.time()
+
 
 class _Identity:
     """A callable object as the answer: the producer and its number, with a separator."""
 
     def __call__(self, event: dict) -> str:
         return f"{event['producer']}|{event['seq']}"
+
+
+# Bound to names, as a notebook cell binds them, so the restarted producer can run their statements again.
+identity = _Identity()
+with_slash = functools.partial(lambda sep, e: f"{e['producer']}{sep}{e['seq']}", "/")
+
+
+def digest_base64(e: dict) -> str:
+    """The whole SHA-256 digest of the identity, in URL-safe base64."""
+    return base64.urlsafe_b64encode(hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).digest()).decode()
+
 
 REACH = ["application resend after the window", "consumer crash after commit, before ack",
          "lease expires while the handler works", "dead-letter replay"]
@@ -69,8 +86,8 @@ BANKS = {
         right=[(lambda e: f"{e['producer']}:{e['seq']}",),
                (lambda e: hashlib.sha256(f"{e['producer']}\0{e['seq']}".encode()).hexdigest(),),
                (lambda e: json.dumps([e["producer"], e["seq"]]).replace(" ", ""),),
-               (functools.partial(lambda sep, e: f"{e['producer']}{sep}{e['seq']}", "/"),),
-               (_Identity(),),
+               (with_slash,),
+               (identity,),
                (lambda e: "{producer}#{seq}".format(**e),),
                # a 128-bit digest of the identity: no collision at 10^5 events
                (lambda e: hashlib.md5(repr((e["producer"], e["seq"])).encode()).hexdigest(),),
@@ -80,8 +97,7 @@ BANKS = {
                (lambda e: hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).hexdigest()[:12],),
                # a fixed prefix before a long digest, the whole digest in base64, a prefix and suffix around the identity
                (lambda e: "dedup-" + hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).hexdigest()[:16],),
-               (lambda e: base64.urlsafe_b64encode(hashlib.sha256(f"{e['producer']}:{e['seq']}".encode()).digest())
-                .decode(),),
+               (digest_base64,),
                (lambda e: f"evt-{e['producer']}-{e['seq']}-v1",)],
         wrong=[
             Wrong((lambda e: hashlib.sha256(json.dumps(e).encode()).hexdigest(),), "body as sent"),
@@ -114,6 +130,13 @@ BANKS = {
             # Python's hash() of the identity: the same in this process, another after a producer restarts
             Wrong((lambda e: str(hash((e["producer"], e["seq"]))),), "PYTHONHASHSEED"),
             Wrong((lambda e: format(hash(f"{e['producer']}:{e['seq']}") % 2**64, "x"),), "PYTHONHASHSEED"),
+            # hash() in other spellings, and what else the running process holds: a restart changes each
+            Wrong((lambda e: format(hash(json.dumps([e["producer"], e["seq"]])) % 2**64, "x"),), "restarted producer"),
+            Wrong((lambda e: f"{hash(e['producer'])}-{e['seq']}",), "restarted producer"),
+            Wrong((lambda e: str(abs(hash(str((e["producer"], e["seq"]))))),), "restarted producer"),
+            Wrong((lambda e: str(uuid.uuid5(_NAMESPACE_AT_START, f"{e['producer']}:{e['seq']}")),), "restarted producer"),
+            Wrong((lambda e: f"{e['producer']}:{e['seq']}:{os.getpid()}",), "restarted producer"),
+            Wrong((lambda e: f"{e['producer']}:{e['seq']}:{_STARTED_AT}",), "restarted producer"),
             # the day it was sent: a retry a few minutes after 23:58 carries the next day's date
             Wrong((lambda e: f"{e['producer']}:{e['seq']}:{e['sent_at'][:10]}",), "retry got another ID"),
             # the attempt number marks the retry, not the event

@@ -46,6 +46,9 @@ BANKS = {
     ),
     "check_version_guard": Bank(
         right=[(UPSERT_GUARD,),
+               # a semicolon inside a block comment or a quoted text does not end the statement
+               ("/* newest wins; old loses */ " + UPSERT_GUARD,),
+               (UPSERT_GUARD + " AND excluded.status <> 'x;y'",),
                # Operands flipped, lower case, a trailing semicolon, the version compared with <= (a harmless re-set).
                (UPSERT_WITH.format("excluded.version > orders.version").lower() + ";",),
                (UPSERT_WITH.format("orders.version <= excluded.version"),),
@@ -110,6 +113,9 @@ BANKS = {
             Wrong(("INSERT INTO orders VALUES ($order_id, $status, $version) ON CONFLICT DO NOTHING; "
                    "UPDATE orders SET status = $status, version = $version WHERE order_id = $order_id "
                    "AND version < $version",), "more than one statement"),
+            # a real second statement after a comment and a text that hold semicolons of their own
+            Wrong(("/* a; b */ " + UPSERT_GUARD + " AND excluded.status <> 'x;y'; DELETE FROM orders",),
+                  "more than one statement"),
             Wrong(("  ",), "empty"),
             Wrong((42,), "string"),
         ],

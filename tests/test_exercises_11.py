@@ -22,6 +22,16 @@ class Sorter:
 
 
 sorter = Sorter()
+
+
+def hash_order_iterator(ids: list[str]) -> object:
+    """Python's per-process hash() order, handed back as an iterator."""
+    return iter(sorted(set(ids), key=hash))
+
+
+def hash_order_generator(ids: list[str]) -> object:
+    """Python's per-process hash() order, handed back as a generator."""
+    return (message_id for message_id in sorted(ids, key=hash))
 by_digest = functools.partial(sorted, key=lambda message_id: hashlib.sha256(message_id.encode()).digest())
 
 
@@ -82,11 +92,15 @@ BANKS = {
             Wrong((lambda ids: sorted(ids)[:-1],), "missing"),
             Wrong((lambda ids: [message_id.lower() for message_id in sorted(ids)],), "other IDs"),
             Wrong((lambda ids: 1 / 0,), "ZeroDivisionError"),
-            Wrong((lambda ids: None,), "raised"),
+            Wrong((lambda ids: None,), "as a list, not None"),  # it returned None: no "raised"
             Wrong((lambda ids: [1, 2],), "as strings"),
             Wrong(("sorted",), "function"),
             # Consistent inside one process, not across consumers: hash() is seeded per process, id() is an address.
             Wrong((lambda ids: sorted(ids, key=hash),), "another process"),
+            # the same order handed back as an iterator or a generator: read out, it is judged as the list is
+            Wrong((hash_order_iterator,), "another process"),
+            Wrong((hash_order_generator,), "another process"),
+            Wrong((lambda ids: iter(sorted(ids, key=hash)),), "another process"),
             Wrong((lambda ids: sorted(ids, key=id),), "another process"),
             Wrong((lambda ids: sorted(ids, key=str.casefold),), "differ only in case"),
             Wrong((lambda ids: list(reversed(ids)),), "deadlock"),

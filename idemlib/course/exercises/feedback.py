@@ -128,7 +128,11 @@ def call_each(function: Any, arguments: Sequence[tuple[Any, ...]]) -> list[Any]:
     answer's function takes the calls in batches (one trip to the sandbox for thousands of calls, not one each)."""
     batched = getattr(function, "call_each", None)
     if callable(batched):
-        return list(batched(arguments))
+        results = list(batched(arguments))
+        if len(results) != len(arguments):  # one result per call, or the check would judge fewer than it asked
+            raise ValueError(f"{len(results):,} results came back for {len(arguments):,} calls; answer with a plain "
+                             "function, one result per call")
+        return results
     return [function(*args) for args in arguments]
 
 

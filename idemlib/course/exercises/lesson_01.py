@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import numbers
 import random
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -62,10 +63,16 @@ def _whole_number(value: Any) -> int | None:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return None
     if isinstance(value, str):
-        value = value.strip()
-        return int(value) if value.isdigit() else None
-    if isinstance(value, numbers.Real) and float(value).is_integer():
-        return int(float(value))
+        value = value.strip()  # ASCII digits only: "²" is a digit to str.isdigit() but no number to int()
+        return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else None
+    if isinstance(value, numbers.Integral):
+        return int(value)  # exact, however large: no float in between to overflow
+    if isinstance(value, numbers.Real):
+        try:
+            as_float = float(value)
+        except (OverflowError, ValueError):  # a Fraction beyond any float, or a number type that will not say
+            return None
+        return int(as_float) if as_float.is_integer() else None
     return None
 
 
@@ -152,7 +159,7 @@ def check_charges_per_message(times_charged: Any, *, seed: int = 0) -> Feedback:
     counts = [_whole_number(value) for value in given]
     for (faults, limit, _), said, count in zip(cases, given, counts):
         if count is None:
-            return hint(f"For times_charged({faults!r}, {limit}) it returned {said!r}: give a whole number of charges "
+            return hint(f"For times_charged({faults!r}, {limit}) it returned {said!r:.40}: give a whole number of charges "
                         "(0, 1, 2, ...).")
     wrong = [number for number, ((_, _, truth), count) in enumerate(zip(cases, counts)) if count != truth]
     if not wrong:
@@ -164,7 +171,7 @@ def check_charges_per_message(times_charged: Any, *, seed: int = 0) -> Feedback:
                 "Walk it delivery by delivery: which deliveries does the broker make, and which of them committed "
                 "a charge before its fault?")
     return hint(f"{len(wrong)} of {len(cases)} payments are not right yet. For times_charged({faults!r}, {limit}) "
-                f"your function returns {counts[wrong[0]]}. {question}")
+                f"your function returns {counts[wrong[0]]!r:.40}. {question}")
 
 
 class ReplayDay(TypedDict):
@@ -213,6 +220,9 @@ def check_replay_charges_again(answer: Any, *, seed: int = 11) -> Feedback:
     if not isinstance(answer, dict) or not all(isinstance(key, str) for key in answer):
         return hint(f'Answer with a dict from message ID (a string such as "p-0017") to a whole number, not {answer!r}.')
     counts = {key.strip(): _whole_number(value) for key, value in answer.items()}
+    if len(counts) < len(answer):  # two keys that differ only in spaces: one payment given two counts
+        twice = next(name for name in counts if sum(key.strip() == name for key in answer) > 1)
+        return hint(f"{twice} is given twice (its ID with and without spaces around it): give each payment one count.")
     given = {name: count for name, count in counts.items() if count is not None}
     if len(given) < len(counts):
         return hint("Give each payment a whole number of charges (0, 1, 2, ...).")

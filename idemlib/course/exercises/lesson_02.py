@@ -245,6 +245,9 @@ def early_ack_column() -> dict[str, str]:
 
 def _early_ack_hint(fault: str, said: str, truth: str) -> str:
     """The question a wrong outcome for ``fault`` raises: where the fault falls against the ack and the commit."""
+    if fault == "no fault":
+        return ("With no fault, every step runs: begin, charge, ack, commit. How many charges does the commit keep, "
+                "and has the broker any reason to deliver the message again?")
     if fault == "ack lost":
         return ("The ack went missing on the network, and the consumer went on to commit. What does the broker do "
                 "with a message whose ack never arrived, and what does a consumer with no memory do with it "

@@ -154,15 +154,19 @@ def check_late_insert(answer: Any) -> Feedback:
         return hint(f"The signal for {case!r} is right, what comes next is not. After that error, can B's "
                     "transaction commit anything, and does B know yet whether the work was done? Section 3 ends with "
                     "the handler's move for each engine's signal.")
-    if signal == "duplicate-key error":
+    if signal == "duplicate-key error" and true_signal != "zero rows":
         return hint("B's insert says ON CONFLICT DO NOTHING: on PostgreSQL, when does that still raise an error, and "
                     "which error is it? Section 3b compares the levels.")
+    if signal == "duplicate-key error":
+        return hint(f"In {case!r}: B's insert says ON CONFLICT DO NOTHING. When the row it conflicts with is one "
+                    "B's snapshot can see, what does DO NOTHING do, and what does the insert report? Section 3b "
+                    "compares the levels.")
     if level == "REPEATABLE READ" and signal == "zero rows":
         return hint(f"In {case!r}: when did B's snapshot start, before or after A's commit? And what does section "
                     "3b's documentation say an ON CONFLICT insert at REPEATABLE READ does about a row its snapshot "
                     "does not hold?")
     if true_signal == "zero rows":
         return hint(f"In {case!r}: when does a {level} transaction take the snapshot its insert reads, at its BEGIN, "
-                    "at its first statement, or at each statement (section 3b)? Count B's statements before A's "
-                    "commit: did that moment come before it or after it?")
+                    "at its first statement, or at each statement (section 3b)? Did the snapshot B's insert reads "
+                    "start before A's commit or after it?")
     return hint(f"In {case!r}: A's row is committed before B inserts. Can B write a second m-7f3 under the unique key?")

@@ -21,6 +21,7 @@ import pandas as pd
 from idemlib.brokers.models import SQS_FIFO_CONTENT
 from idemlib.brokers.sources import SOURCES, run_broker
 from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
+from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.messages import Message
 
 __all__ = ["check_content_based", "check_dedup_id"]
@@ -204,8 +205,34 @@ def _builtin_hashes(event: dict[str, Any]) -> set[str]:
     return made
 
 
-def _identity(event: dict[str, Any]) -> tuple[str, int]:
-    return event["producer"], event["seq"]
+RESTART_SAMPLE = 1_000
+"""Every this many sends, the check makes the ID again in a fresh process, as a restarted producer would."""
+
+
+def _restarted_producer(answer: Any, sent: list[dict[str, Any]], ids: list[str]) -> str | None:
+    """Why a restarted producer (a fresh process on another machine, later) would give a sample of the sends other
+    IDs than this process did, or None when it gives each the same one.
+
+    A retry after a restart must carry the first send's ID, so an ID may depend only on the event:
+    not on Python's per-process hash() seed, a UUID or namespace made at start-up, the process ID or its start time.
+    """
+    sample = list(range(0, len(sent), RESTART_SAMPLE))
+    hash_seed = 2 if os.environ.get("PYTHONHASHSEED") == "1" else 1  # another seed than this process's
+    try:
+        there = in_fresh_process(answer, [(dict(sent[index]),) for index in sample], OTHER_MACHINES[0], hash_seed)
+    except Exception as error:  # noqa: BLE001 - any failure of the rerun is the learner's to fix, as a hint
+        return (f"The check makes your IDs again in a fresh Python process, as a restarted producer does, and that "
+                f"failed ({error}). Import what your function uses at the top of its cell.")
+    if len(there) == len(sample) and all(ids[index] == made for index, made in zip(sample, there)):
+        return None
+    if all(made in _builtin_hashes(event) for made, event in zip(ids[:3], sent)):
+        return ("Your IDs are Python's built-in hash() of the event's identity. Within this one process they "
+                "agree, but Python seeds its string hash anew in every process (PYTHONHASHSEED), so the retry "
+                "a restarted producer sends gets another ID. Which functions give the same digest everywhere?")
+    return ("A restarted producer (a fresh process, on another machine, later) made other IDs for the same events "
+            "than this process did, so a retry it sends after the restart is not recognised as a duplicate. An ID "
+            "that takes anything from the running process (Python's hash(), a UUID or namespace made at start-up, "
+            "the process ID, the start time) cannot be rebuilt. Which fields of the event alone name it?")
 
 
 def _why_same(first: dict[str, Any], second: dict[str, Any]) -> str:
@@ -268,10 +295,8 @@ def check_dedup_id(answer: Any, *, seed: int = 7) -> Feedback:
         if (earlier := first_with.setdefault(made, index)) != index:
             return hint(f"Two different events got the same ID {made!r:.50}, so SQS would drop the second as a "
                         f"duplicate and its payment would never be made: {_why_same(events[earlier], events[index])}")
-    if all(made in _builtin_hashes(event) for made, event in zip(ids[:3], events)):
-        return hint("Your IDs are Python's built-in hash() of the event's identity. Within this one process they "
-                    "agree, but Python seeds its string hash anew in every process (PYTHONHASHSEED), so the retry "
-                    "a restarted producer sends gets another ID. Which functions give the same digest everywhere?")
+    if (restarted := _restarted_producer(answer, sent, ids)) is not None:
+        return hint(restarted)
     if (values := _id_space(ids)) < MIN_ID_SPACE:
         varying = _without_shared_ends(ids)
         return hint(f"Besides what every ID shares at its start or end, your IDs use {len(set(''.join(varying)))} "

@@ -114,6 +114,11 @@ def _interleaved() -> list[tuple]:
     return first + second + interleaved_orders(first, second, per_order=1) + repaid
 
 
+# What the engine reads as no statement break: a comment ("--" to the end of the line, or /* ... */) or a quoted
+# text (a doubled quote inside it is one quote), whichever starts first.
+_COMMENT_OR_TEXT = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.DOTALL)
+
+
 @exercise
 def check_version_guard(statement: Any) -> Feedback:
     """Lesson 10: one SQL statement for a read model whose rows the messages create, applying a status change
@@ -137,7 +142,7 @@ def check_version_guard(statement: Any) -> Feedback:
         return hint("The statement never looks at the message's $version, so it cannot tell old from new.")
     if "$status" not in statement:
         return hint("The statement never writes the message's $status: each message brings the status to set.")
-    if ";" in re.sub(r"--[^\n]*", "", statement).strip().rstrip(";"):  # a comment may hold a semicolon
+    if ";" in _COMMENT_OR_TEXT.sub(" ", statement).strip().rstrip(";"):  # a comment or a text may hold a semicolon
         return hint("That is more than one statement: write the one statement that creates the row or updates it "
                     "(an upsert can do both), so nothing runs between two halves.")
     try:

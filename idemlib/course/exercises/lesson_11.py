@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import numbers
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any
 
@@ -182,8 +182,10 @@ def _overlapping_batches(seed: int) -> tuple[tuple[tuple[str, ...], tuple[str, .
 def _order(insert_order: Callable[..., Any], ids: tuple[str, ...]) -> list[str] | str:
     """What ``insert_order`` makes of ``ids``, or what is wrong with it."""
     try:
-        given = insert_order(list(ids))
-        given = list(given)
+        made = insert_order(list(ids))
+        if isinstance(made, (str, bytes)) or not isinstance(made, Iterable):
+            return f"your function must return the batch's IDs as a list, not {made!r:.60}"
+        given = list(made)  # an iterator or generator is read out, as the INSERT's caller would loop over it
     except Exception as error:  # the learner's code may raise anything: the check says what, and goes on
         return f"your function raised {type(error).__name__}: {error} (on a batch such as {ids[:3]})"
     if not all(isinstance(item, str) for item in given):

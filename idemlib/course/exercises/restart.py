@@ -92,9 +92,14 @@ def _source_of(function: Any, name: str = "function_from_lambda") -> str:
     source = textwrap.dedent(inspect.getsource(function))
     if function.__name__ != "<lambda>":
         return source
-    for opening, closing in (("", ""), ("(", ")"), ("{", "}"), ("[", "]"), ("f(", ")")):
+    line = source.strip().rstrip(",")
+    # The line may also end inside brackets it never opened (``(lambda e: ...,)],`` in a list of tuples):
+    # cut the closing brackets and close what the line itself opened.
+    for text, opening, closing in [*((line, opening, closing) for opening, closing in
+                                     (("", ""), ("(", ")"), ("{", "}"), ("[", "]"), ("f(", ")"))),
+                                   *((line.rstrip(")]},"), "", closing) for closing in ("", ")", "))", ",)"))]:
         try:
-            tree = ast.parse(f"{opening}{source.strip().rstrip(',')}{closing}")
+            tree = ast.parse(f"{opening}{text}{closing}")
         except SyntaxError:
             continue
         lambdas = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
@@ -226,7 +231,8 @@ def _rebuilt(answer: Any) -> tuple[str, list[str]]:
 
 
 def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], machine: Machine, seed: int) -> list[Any]:
-    """What ``function`` returns (as ``str``) for each tuple of ``arguments`` (JSON values), in a fresh Python process.
+    """What ``function`` returns (as ``str``; an iterator read out into a list first) for each tuple of ``arguments``
+    (JSON values), in a fresh Python process.
 
     A consumer that restarts (a redeploy, a crash) must compute the same key or
     message ID for the same message. The fresh interpreter gets only the program's
@@ -238,8 +244,10 @@ def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], machine:
         return list(function.in_fresh_process(arguments, machine, seed))
     name, definition = _rebuilt(function)
     program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host), *definition,
-                         "import json, sys",
-                         f"print(json.dumps([str({name}(*args)) for args in json.loads(sys.stdin.read())]))"])
+                         "import collections.abc, json, sys",
+                         # an iterator's text holds none of its items: read it out, as a caller looping over it would
+                         "def _text(made): return str(list(made) if isinstance(made, collections.abc.Iterator) else made)",
+                         f"print(json.dumps([_text({name}(*args)) for args in json.loads(sys.stdin.read())]))"])
     done = subprocess.run([sys.executable, "-c", program], input=json.dumps([list(args) for args in arguments]),
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": machine.zone, "HOSTNAME": machine.host})
