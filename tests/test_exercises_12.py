@@ -46,6 +46,7 @@ BANKS = {
         right=[(_design(),), (_design(payout_key="approval", keep_ids="1 hour"),),
                (_design(guard="unique application", keep_ids="2 days"),),
                (_design(reconcile=np.bool_(True)),),  # what a comparison returns
+               (_design(reconcile=1),),  # 1 for True, as exercise 1 and lesson 10 read it
                (_design(guard="unique application", payout_key="approval", keep_ids=" 7 days "),),
                (_design(guard="Version"),)],  # a printed name in another letter case is that name
         wrong=[
@@ -67,6 +68,8 @@ BANKS = {
             Wrong((_design(keep_ids=30),), "'1 hour'"),  # hours as a number: the configurable retentions are named
             Wrong((_design(keep_ids="30 hours"),), "keep_ids"),
             Wrong((_design(reconcile="yes"),), "True or False"),
+            Wrong((_design(reconcile=0),), "question 4"),  # 0 is False: the 30 h retry finds no record
+            Wrong((_design(reconcile=2),), "True or False"),
             # A learner's read: the approval key taken to be enough past the key window, without the intent.
             Wrong((_design(payout_key="approval", reconcile=False),), "question 4"),
             Wrong((_design(guard="unique application", payout_key="per attempt"),), "question 2"),

@@ -101,12 +101,13 @@ def _design(answer: Any) -> Design | Feedback:
         return hint(f"The dict needs exactly the keys {sorted(keys)}; got {sorted(map(str, answer))}.")
     guard = one_of(answer["guard"], GUARDS, "the guard")
     key = one_of(answer["payout_key"], PAYOUT_KEYS, "the payout key")
-    keep = one_of(answer["keep_ids"], KEEP_IDS, "keep_ids")
+    keep = one_of(answer["keep_ids"], KEEP_IDS, "the time to keep IDs (keep_ids)")
     for named in (guard, key, keep):
         if isinstance(named, Feedback):
             return named
     reconcile = answer["reconcile"]
-    if not isinstance(reconcile, (bool, np.bool_)):
+    # 1 and 0 stand for True and False, as in exercise 1 and lesson 10; "yes" or 2 do not
+    if not isinstance(reconcile, (bool, np.bool_)) and not (isinstance(reconcile, (int, np.integer)) and reconcile in (0, 1)):
         return hint(f"reconcile is True or False, not {reconcile!r}.")
     return Design("yours", guard=str(guard), payout_key=str(key), keep_hours=KEEP_IDS[str(keep)],
                   reconcile=bool(reconcile))
