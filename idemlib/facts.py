@@ -37,6 +37,7 @@ class WholeText(Styler):
 
     def __repr__(self) -> str:
         """One block per row, ``column: text`` a line, so a long quote is neither cut nor padded."""
+        # pandas keeps hide(axis="index") as one flag per index level in hide_index_ (1.4 and later)
         hidden = bool(getattr(self, "hide_index_", [False])[0])
         blocks = []
         for name, row in self.data.iterrows():
