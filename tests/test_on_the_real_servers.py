@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import pandas as pd
 import pytest
 from conftest import need_postgres
 
@@ -38,10 +39,22 @@ def test_random_ids_leave_a_bigger_emptier_index_than_time_ordered_ones_and_the_
     need_postgres()
     first, second = index_after_inserts(5000), index_after_inserts(5000)
     assert first.equals(second)
-    random, ordered = first.iloc[0], first.iloc[1]
-    assert random["index pages"] > ordered["index pages"]
-    if "leaf pages filled (%)" in first:
-        assert random["leaf pages filled (%)"] < 75 < ordered["leaf pages filled (%)"]
+    density = next(column for column in first if column.startswith("leaf pages filled (%"))
+    for key in ("uuid (16 bytes)", "VARCHAR, the course's inbox"):  # PostgreSQL's type, and the inbox's own
+        random, ordered = first.loc[(key, "UUID version 4 (random)")], first.loc[(key, "UUID version 7 (time-ordered)")]
+        assert random["index pages"] > ordered["index pages"]
+        assert random[density] < 75 < ordered[density]
+    assert (first.loc["VARCHAR, the course's inbox", "index pages"] > first.loc["uuid (16 bytes)", "index pages"]).all()
+
+
+def test_without_pgstattuple_the_density_is_worked_out_from_the_pages_and_labelled_so():
+    from idemlib.stores.id_order import _derived_density
+
+    pages = pd.DataFrame({"index pages": [111, 79]}, index=pd.MultiIndex.from_tuples(
+        [("uuid", "UUID version 4 (random)"), ("uuid", "UUID version 7 (time-ordered)")]))
+    worked_out = _derived_density(pages)
+    (column,) = [name for name in worked_out if "derived" in name]
+    assert worked_out[column].tolist() == [64.1, 90.0]  # 90 × 79 / 111
 
 
 def test_a_duplicate_is_caught_at_once_and_let_through_once_the_ttl_has_passed(cache):

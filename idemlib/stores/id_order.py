@@ -5,7 +5,9 @@ pages all over the index and leave them part full; a time-ordered one (version 7
 RFC 9562: a millisecond timestamp first) lands after the last, so the index fills its
 rightmost page and moves on. The IDs are made here from a seeded generator and a
 virtual clock, so every run inserts the same IDs in the same order and the server's
-figures are the same on every run.
+figures are the same on every run. The course's inbox keys on a VARCHAR column, so an ID is
+stored as its 36 characters and compared under the database's collation; a ``uuid`` column
+stores 16 bytes. Both are measured.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 import psycopg
 
 from idemlib.stores.postgres_store import PostgresPayments
-from idemlib.stores.sql import single_value
+from idemlib.stores.sql import inbox_table, single_value
 
 START_MS = 1_796_083_200_000
 """2026-12-01 00:00 UTC in Unix milliseconds: when the virtual day of messages begins."""
@@ -45,6 +47,13 @@ def uuid7s(count: int, seed: int = 5, per_second: int = 500) -> list[uuid.UUID]:
     return ids
 
 
+FILLFACTOR = 90
+"""How full PostgreSQL fills a B-tree's leaf pages when the index grows at its right edge (the default fillfactor)."""
+
+KEY_TYPES = {"uuid (16 bytes)": "uuid", "VARCHAR, the course's inbox": "VARCHAR"}
+"""The inbox's key column, typed two ways: PostgreSQL's ``uuid`` type, and the text column the course's inbox has."""
+
+
 def _index_figures(connection: psycopg.Connection, table: str) -> dict[str, float]:
     index = f"{table}_pkey"
     pages = single_value(connection.execute(
@@ -56,30 +65,55 @@ def _index_figures(connection: psycopg.Connection, table: str) -> dict[str, floa
         leaf_pages, density = row
         stats |= {"leaf pages": int(leaf_pages), "leaf pages filled (%)": round(float(density), 1)}
     except psycopg.Error:
-        connection.rollback()  # pgstattuple is a contrib extension; without it the size alone is shown
+        connection.rollback()  # pgstattuple is a contrib extension; without it the size alone is measured
     return stats
 
 
-def index_after_inserts(count: int = 50_000, seed: int = 5) -> pd.DataFrame:
-    """Insert ``count`` IDs of each kind, in the order they were made, into an inbox table on PostgreSQL.
+def _derived_density(table: pd.DataFrame) -> pd.DataFrame:
+    """Without ``pgstattuple``, how full the random IDs' pages are, worked out and labelled as worked out.
 
-    Returns, per kind, the primary-key index's size in pages and, where the
-    server has the ``pgstattuple`` extension, its leaf pages and how full they are.
+    Time-ordered inserts fill each leaf to :data:`FILLFACTOR`; the same entries on more pages are that much
+    emptier: FILLFACTOR × (time-ordered pages / random pages). The index's few inner pages are counted in.
+    """
+    derived = f"leaf pages filled (%, derived: {FILLFACTOR} × time-ordered pages / these pages)"
+    table[derived] = 0.0
+    for key in table.index.get_level_values(0).unique():
+        ordered = table.loc[(key, "UUID version 7 (time-ordered)"), "index pages"]
+        for kind in table.loc[key].index:
+            table.loc[(key, kind), derived] = round(FILLFACTOR * ordered / table.loc[(key, kind), "index pages"], 1)
+    return table
+
+
+def index_after_inserts(count: int = 50_000, seed: int = 5) -> pd.DataFrame:
+    """Insert ``count`` IDs of each kind, in the order they were made, into the inbox's table on PostgreSQL.
+
+    The table is the course's own inbox (:func:`~idemlib.stores.sql.inbox_table`), its key column typed
+    each way of :data:`KEY_TYPES`; the VARCHAR one holds an ID as the 36 characters a producer sends.
+    Returns, per key type and kind of ID, the primary-key index's size in pages and, where the server has
+    the ``pgstattuple`` extension, its leaf pages and how full they are; where it has not, how full they
+    must be, worked out from the pages (labelled so). ``attrs`` names the server's version and collation.
     """
     database = PostgresPayments()
     connection = database.connect().connection
     try:
         connection.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
     except psycopg.Error:
-        pass  # not installed on this server: the figures leave the density out
+        pass  # not installed on this server: the density is worked out instead
     figures = {}
-    for label, ids in {"UUID version 4 (random)": uuid4s(count, seed),
-                       "UUID version 7 (time-ordered)": uuid7s(count, seed)}.items():
-        table = "inbox_v4" if "4" in label else "inbox_v7"
-        connection.execute(f"CREATE TABLE {table} (message_id uuid PRIMARY KEY)")
-        connection.execute(f"INSERT INTO {table} SELECT id FROM unnest(%s::uuid[]) WITH ORDINALITY AS u(id, n) "
-                           "ORDER BY n", (ids,))
-        figures[label] = _index_figures(connection, table)
+    for key, id_type in KEY_TYPES.items():
+        for label, ids in {"UUID version 4 (random)": uuid4s(count, seed),
+                           "UUID version 7 (time-ordered)": uuid7s(count, seed)}.items():
+            connection.execute("DROP TABLE IF EXISTS processed_messages")
+            connection.execute(inbox_table(id_type))
+            connection.execute(f"INSERT INTO processed_messages SELECT id::{id_type} "
+                               "FROM unnest(%s::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n",
+                               ([str(one) for one in ids],))
+            figures[(key, label)] = _index_figures(connection, "processed_messages")
     table = pd.DataFrame.from_dict(figures, orient="index")
+    table.index.names = ["inbox key column", "IDs inserted"]
+    if "leaf pages filled (%)" not in table:
+        table = _derived_density(table)
     table.attrs["server"] = single_value(connection.execute("SHOW server_version")).split()[0]
+    table.attrs["collation"] = single_value(connection.execute(
+        "SELECT datcollate FROM pg_database WHERE datname = current_database()"))
     return table
