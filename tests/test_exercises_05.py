@@ -9,6 +9,7 @@ import json
 import operator
 import uuid
 import zlib
+from urllib.parse import quote
 
 from exercise_bank import Bank, Wrong, bank_tests
 
@@ -51,7 +52,23 @@ picker = Picker("id", "source")  # a callable object, bound to a name
 
 
 def with_the_type(record):
-    return f"{record['type']}/{record['source']}/{record['id']}"  # more than needed, still one per event
+    return (record["type"], record["source"], record["id"])  # more than needed, still one per event
+
+
+def length_prefixed(record):
+    return f"{len(record['source'])}:{record['source']}:{record['id']}"  # the length says where the source ends
+
+
+def json_array(record):
+    return json.dumps([record["source"], record["id"]])
+
+
+def escaped(record):
+    return f"{quote(record['source'], safe='')}/{quote(record['id'], safe='')}"  # '/' and ':' escaped inside: unambiguous
+
+
+def nul_separated(record):
+    return f"{record['source']}\x00{record['id']}"  # a character no source or id here holds
 
 
 id_then_source = lambda r: (r["id"], r["source"])  # noqa: E731 - a lambda, as a learner passes one
@@ -127,14 +144,14 @@ def month_bucket(record):
 
 
 def hardware_address(record):
-    return f"{uuid.getnode():x}/{record['source']}/{record['id']}"
+    return (uuid.getnode(), record["source"], record["id"])
 
 
 STARTED = uuid.uuid4()
 
 
 def startup_uuid(record):
-    return f"{STARTED}/{record['source']}/{record['id']}"
+    return (str(STARTED), record["source"], record["id"])
 
 
 SEEN = {}
@@ -161,8 +178,20 @@ def changes_its_record(record):
     return record.pop("source"), record.pop("id")
 
 
-def id_then_source_glued(record):
-    return record["id"] + record["source"]  # ids hold no '/' and every source begins with one: the split is clear
+def colon_joined(record):
+    return f"{record['source']}:{record['id']}"  # urn:shop:1 with 2:17 and urn:shop:1:2 with 17 read the same
+
+
+def slash_joined(record):
+    return f"{record['source']}/{record['id']}"  # /stores/1 with 2/17 and /stores/1/2 with 17 read the same
+
+
+def digest_of_colon_joined(record):
+    return hashlib.sha256(f"{record['source']}:{record['id']}".encode()).hexdigest()  # long, of an ambiguous text
+
+
+def type_slash_source_slash_id(record):
+    return f"{record['type']}/{record['source']}/{record['id']}"
 
 
 def as_a_list(record):
@@ -177,12 +206,17 @@ BANKS = {
     "check_message_id": Bank(
         right=[(source_and_id,), (as_tuple,), (digest_of_both,), (namespaced_uuid5,), (picked,), (picker,),
                (operator.itemgetter("source", "id"),), (with_the_type,), (id_then_source,), (changes_its_record,),
-               (id_then_source_glued,), ("{source}/{id}".format_map,)],
+               (length_prefixed,), (json_array,), (escaped,), (nul_separated,), ("{source}\x00{id}".format_map,)],
         wrong=[
             Wrong((the_id_alone,), "names the producer"),
             Wrong((glued,), "nothing between"),
             Wrong((digest_of_glued,), "nothing between"),
             Wrong((glued_format,), "nothing between"),
+            Wrong((colon_joined,), "occurs inside"),
+            Wrong((slash_joined,), "occurs inside"),
+            Wrong((digest_of_colon_joined,), "occurs inside"),
+            Wrong((type_slash_source_slash_id,), "occurs inside"),
+            Wrong(("{source}/{id}".format_map,), "occurs inside"),
             Wrong((crc_16_bits,), "16 or 32 bits"),
             Wrong((sha_24_bits,), "16 or 32 bits"),
             Wrong((sha_32_bits,), "16 or 32 bits"),
@@ -222,6 +256,8 @@ def test_the_copies_come_from_several_producers_at_scale_and_differ_by_seed():
     assert len(named) == len(events)  # source + id names one event
     assert len({event_id for _, event_id in named}) < len(events)  # the id alone does not
     assert len({source + event_id for source, event_id in named}) < len(events)  # nor the two glued together
+    for separator in ":/":  # nor joined by a character that sources and IDs hold
+        assert len({f"{source}{separator}{event_id}" for source, event_id in named}) < len(events)
     new_messages = [(copies[0], copy) for copies in events for copy in copies[1:]
                     if copy["message_id"] != copies[0]["message_id"]]  # a retry, a republish, a redrive
     assert new_messages and all((copy["source"], copy["id"], copy["data"]) == (first["source"], first["id"], first["data"])

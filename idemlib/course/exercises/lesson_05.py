@@ -15,14 +15,20 @@ from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 
 __all__ = ["check_message_id", "event_copies"]
 
-# Three services publish payment events as CloudEvents onto one SQS queue, and so do a chain's shop tills.
+# Three services publish payment events as CloudEvents onto one SQS queue, and so do two chains' shops.
 # Two services number their events with a counter of their own (both send an evt-000007); the third, older one
-# writes case-sensitive base62 IDs. Each till is a source of its own (/stores/1 to /stores/12) and numbers its
-# events from 1 with no padding: /stores/1's event 23 and /stores/12's event 3 glue together into the same text.
+# writes case-sensitive base62 IDs. Each shop's tills report as the shop, naming a receipt by till and number
+# ("2:17" from urn:shop:1; "2/17" from /stores/1 in the chain that names sources by path); each shop's
+# self-service kiosks are sources of their own (urn:shop:1:2, /stores/1/2) that number their events from 1 with
+# no padding. So a separator that sources and IDs contain reads two ways (urn:shop:1 with 2:17 and urn:shop:1:2
+# with 17 join with ':' into the same text), and so does nothing at all (kiosk 1's event 23 and kiosk 12's event 3).
 COUNTERS = {"/checkout": 140_000, "/subscriptions": 140_000}
 LEGACY, LEGACY_EVENTS = "/legacy-billing", 14_000
-STORES, STORE_EVENTS = tuple(f"/stores/{n}" for n in range(1, 13)), 500  # each till's events
-EVENTS = sum(COUNTERS.values()) + LEGACY_EVENTS + len(STORES) * STORE_EVENTS
+SHOPS = {":": tuple(f"urn:shop:{n}" for n in range(1, 4)), "/": tuple(f"/stores/{n}" for n in range(1, 4))}
+TILLS, RECEIPTS = 2, 200  # each shop's tills, and the receipts each till sends
+KIOSKS, KIOSK_EVENTS = 12, 50  # each shop's kiosks, and the events each kiosk sends
+SHOP_EVENTS = sum(len(shops) * (TILLS * RECEIPTS + KIOSKS * KIOSK_EVENTS) for shops in SHOPS.values())
+EVENTS = sum(COUNTERS.values()) + LEGACY_EVENTS + SHOP_EVENTS
 _BASE62 = string.digits + string.ascii_letters
 # Extra copies, by why they exist: a share of the events gets one of each kind.
 COPIES = {"producer retry": 0.06, "relay republish": 0.04, "replay": 0.03, "redelivery": 0.08}
@@ -35,6 +41,17 @@ def _legacy_ids(draw: random.Random) -> list[str]:
     for n in range(LEGACY_EVENTS // 2):
         one = "".join(draw.choices(_BASE62, k=10))
         ids += [one, one.swapcase() if n % 2 else one + " "]
+    return ids
+
+
+def _shop_ids() -> list[tuple[str, str]]:
+    """The shops' events: each till's receipts under the shop's source, each kiosk's events under its own."""
+    ids: list[tuple[str, str]] = []
+    for separator, shops in SHOPS.items():
+        for shop in shops:
+            ids += [(shop, f"{till}{separator}{n}") for till in range(1, TILLS + 1) for n in range(1, RECEIPTS + 1)]
+            ids += [(f"{shop}{separator}{kiosk}", str(n)) for kiosk in range(1, KIOSKS + 1)
+                    for n in range(1, KIOSK_EVENTS + 1)]
     return ids
 
 
@@ -61,7 +78,7 @@ def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
     draw = random.Random(seed)
     ids = [(source, f"evt-{n:06d}") for source, count in COUNTERS.items() for n in range(1, count + 1)]
     ids += [(LEGACY, event_id) for event_id in _legacy_ids(draw)]
-    ids += [(store, str(n)) for store in STORES for n in range(1, STORE_EVENTS + 1)]
+    ids += _shop_ids()
     draw.shuffle(ids)
     chance = draw.random  # one uniform draw in [0, 1): the plan's draws are all made from it, for speed
     plan: list[tuple[Any, ...]] = []
@@ -118,6 +135,20 @@ def _event(record: dict[str, Any]) -> Event:
     return record["source"], record["id"], record["time"], (record["data"]["order_id"], record["data"]["amount"])
 
 
+def _separator_between(one: tuple[str, str], other: tuple[str, str]) -> str | None:
+    """The character that, put between source and id, makes two different events' texts the same, if one does.
+
+    Two (source, id) pairs joined by one character read the same only if one source begins the other and
+    goes on with that character: urn:shop:1 and 2:17, urn:shop:1:2 and 17.
+    """
+    shorter, longer = sorted((one, other), key=lambda pair: len(pair[0]))
+    if len(longer[0]) > len(shorter[0]) and longer[0].startswith(shorter[0]):
+        separator = longer[0][len(shorter[0])]
+        if shorter[0] + separator + shorter[1] == longer[0] + separator + longer[1]:
+            return separator
+    return None
+
+
 def _what_collided(first: Event, second: Event) -> tuple[int, str]:
     """Why two different events got one ID: its rank (the most telling first) and a hint's words."""
     one, other = first[:2], second[:2]
@@ -129,6 +160,11 @@ def _what_collided(first: Event, second: Event) -> tuple[int, str]:
         return 1, (f"Two different events, {one[1]!r} from {one[0]} and {other[1]!r} from {other[0]}, got the same ID: "
                    "glued together with nothing between them, the source and the id of the two read the same. Where "
                    "does one end and the next begin?")
+    separator = _separator_between(one, other)
+    if separator is not None:
+        return 1, (f"Two different events, {one[1]!r} from {one[0]} and {other[1]!r} from {other[0]}, got the same ID: "
+                   f"joined with {separator!r} between them, the source and the id of the two read the same, since "
+                   f"{separator!r} occurs inside sources and IDs too. Where does one end and the next begin?")
     if first[3] == second[3]:
         return 2, ("Two different events asking for the same order and amount got the same ID, so a real second "
                    "payment was dropped. What tells two such events apart?")
@@ -171,7 +207,7 @@ def _sample_of(seed: int) -> list[int]:
 def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
     """Lesson 05: a function from what a copy carries (its record) to the ID the inbox should trust.
 
-    Judged on every copy of 300,000 events of three services and twelve shop tills (:func:`event_copies`, drawn
+    Judged on every copy of 300,000 events of three services and two chains' shops (:func:`event_copies`, drawn
     by ``seed``), as the inbox would judge them, and again in fresh processes on other machines, days later.
     Each call of the answer gets a record of its own, so an answer that changes its record changes nothing else.
     """
@@ -228,5 +264,5 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
                     "A restart brings back your code, not your memory: a dict starts empty, a UUID made at start-up "
                     "is a new one, and Python's hash() of a string, a process ID, a host name and the clock change. "
                     "Build the ID only from what the copy carries.")
-    return right(f"{len(every_copy):,} copies of {len(named):,} events from three services and twelve tills: every "
+    return right(f"{len(every_copy):,} copies of {len(named):,} events from three services and six shops: every "
                  "payment charged once, none twice, none dropped, and a restarted consumer computes the same IDs.")
