@@ -54,18 +54,41 @@ KEY_TYPES = {"uuid (16 bytes)": "uuid", "VARCHAR, the course's inbox": "VARCHAR"
 """The inbox's key column, typed two ways: PostgreSQL's ``uuid`` type, and the text column the course's inbox has."""
 
 
-def _index_figures(connection: psycopg.Connection, table: str) -> dict[str, float]:
+def _pgstattuple(connection: psycopg.Connection) -> bool:
+    """Whether the server has the ``pgstattuple`` extension, made ready in the ``public`` schema.
+
+    A run's tables live in a schema of its own, dropped when the run ends (with any extension created in it),
+    and an extension exists once per database. So it is created, or moved, into ``public``, where no run's
+    drop takes it away and every run finds it under one name.
+    """
+    where = "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pgstattuple'"
+    for make_ready in ("CREATE EXTENSION IF NOT EXISTS pgstattuple SCHEMA public",
+                       "ALTER EXTENSION pgstattuple SET SCHEMA public"):
+        try:
+            connection.execute(make_ready)
+        except psycopg.Error:
+            pass  # not installed (a contrib extension), not ours to create, or another run made it just now
+        found = connection.execute(where).fetchone()
+        if found is None or found[0] == "public":
+            return found is not None
+    return False
+
+
+def _index_figures(connection: psycopg.Connection, table: str, *, density: bool) -> dict[str, float]:
     index = f"{table}_pkey"
     pages = single_value(connection.execute(
         "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int", (index,)))
     stats: dict[str, float] = {"index pages": int(pages)}
+    if not density:
+        return stats
     try:
-        row = connection.execute("SELECT leaf_pages, avg_leaf_density FROM pgstatindex(%s::regclass)", (index,)).fetchone()
+        row = connection.execute("SELECT leaf_pages, avg_leaf_density FROM public.pgstatindex(%s::regclass)",
+                                 (index,)).fetchone()
         assert row is not None, "pgstatindex returns one row for an index"
         leaf_pages, density = row
         stats |= {"leaf pages": int(leaf_pages), "leaf pages filled (%)": round(float(density), 1)}
     except psycopg.Error:
-        connection.rollback()  # pgstattuple is a contrib extension; without it the size alone is measured
+        connection.rollback()  # the extension went away meanwhile: the size alone is measured
     return stats
 
 
@@ -95,10 +118,7 @@ def index_after_inserts(count: int = 50_000, seed: int = 5) -> pd.DataFrame:
     """
     database = PostgresPayments()
     connection = database.connect().connection
-    try:
-        connection.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-    except psycopg.Error:
-        pass  # not installed on this server: the density is worked out instead
+    density = _pgstattuple(connection)  # without it, the density is worked out instead
     figures = {}
     for key, id_type in KEY_TYPES.items():
         for label, ids in {"UUID version 4 (random)": uuid4s(count, seed),
@@ -108,7 +128,7 @@ def index_after_inserts(count: int = 50_000, seed: int = 5) -> pd.DataFrame:
             connection.execute(f"INSERT INTO processed_messages SELECT id::{id_type} "
                                "FROM unnest(%s::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n",
                                ([str(one) for one in ids],))
-            figures[(key, label)] = _index_figures(connection, "processed_messages")
+            figures[(key, label)] = _index_figures(connection, "processed_messages", density=density)
     table = pd.DataFrame.from_dict(figures, orient="index")
     table.index.names = ["inbox key column", "IDs inserted"]
     if "leaf pages filled (%)" not in table:
