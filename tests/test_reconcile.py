@@ -24,7 +24,7 @@ def _left_pending(provider: PaymentProvider, faults: FaultPlan | None = None,
 def test_a_v1_500_that_took_the_money_is_recorded_inside_and_after_the_key_lifetime(hours):
     outcome = reconciled_after("v1 answered 500, money taken", hours)
     assert outcome["card ($)"] == outcome["our database ($)"] == 40
-    assert outcome["reconciler"].startswith("found the charge")
+    assert outcome["what it did"].startswith("found the charge")
 
 
 def test_asking_again_with_the_key_is_what_charged_twice():
@@ -38,7 +38,7 @@ def test_asking_again_with_the_key_is_what_charged_twice():
 def test_a_v1_500_that_took_nothing_is_left_for_a_person_with_nothing_charged(hours):
     outcome = reconciled_after("v1 answered 500, no money taken", hours)
     assert outcome["card ($)"] == outcome["our database ($)"] == 0
-    assert outcome["reconciler"].endswith("left for a person")
+    assert outcome["what it did"].endswith("left for a person")
 
 
 def test_under_v2_a_failed_call_is_asked_again_with_the_row_key_and_charges_once():

@@ -238,5 +238,5 @@ def reconciled_after(case: str, hours: float, *, look_up_first: bool = True) -> 
              faults=FaultPlan(crashes=crashes), max_deliveries=2)
     provider.clock.advance(hours * 3600)
     [line] = reconcile(database, provider, look_up_first=look_up_first)
-    return {"reconciler": line["reconciler"], "card ($)": provider.total_charged(),
+    return {"what it did": line["reconciler"], "card ($)": provider.total_charged(),
             "our database ($)": database.total_charged()}
