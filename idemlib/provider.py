@@ -69,7 +69,8 @@ def behaviours() -> dict[str, Behaviour]:
                                retention_seconds=fact_seconds("stripe_v1_key_min_age"), mismatch_status=400,
                                in_progress_status=key_in_use, missing_key_status=missing,
                                assumed="the mismatch status (400) is the model's; keys are removed at exactly 24 hours "
-                                       "(Stripe: at least 24)"),
+                                       "(Stripe: at least 24); a saved 500 is replayed on every retry (Stripe: "
+                                       "usually)"),
         "stripe-v2": Behaviour("stripe-v2", key_required=False, replays_errors=False,
                                retention_seconds=fact_seconds("stripe_v2_replay_window"), mismatch_status=400,
                                in_progress_status=key_in_use, missing_key_status=missing,

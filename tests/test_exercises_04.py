@@ -99,7 +99,19 @@ def message_first(consumer, message_id, call):
     return f"{message_id}:{consumer}:{call}"  # the two names of its own still mark where the ID ends
 
 
+def dotted(consumer, message_id, call):
+    return f"{consumer}.{message_id}.{call}"  # the services' names hold no '.', so it marks where they end
+
+
+def spaced_pipes(consumer, message_id, call):
+    return " | ".join((consumer, message_id, call))
+
+
 # Wrong: the review's forms first.
+def dashed(consumer, message_id, call):
+    return f"{consumer}-{message_id}-{call}"  # payments-eu + m-1 and payments + eu-m-1 read the same
+
+
 def no_consumer(consumer, message_id, call):
     return f"{message_id}:{call}"  # the lesson's two-part key: two services share m-7f3:charge
 
@@ -247,10 +259,12 @@ BANKS = {
         right=[(joined,), (call_first,), (digest_of_all,), (lambda c, m, x: f"{c}:{m}:{x}",), (with_a_helper,),
                (namespaced_uuid5,), (uuid5_from_a_module_constant,), (made_by_a_factory,), (partial_key,),
                (formatted,), ("{}/{}/{}".format,), (key_object,), (length_prefixed,), (colons_doubled,), (url_quoted,),
-               (as_json,), (message_first,)],
+               (as_json,), (message_first,), (dotted,), (spaced_pipes,), ("{}_{}_{}".format,)],
         wrong=[
             Wrong((no_consumer,), "besides the message"),
             Wrong((no_separator,), "nothing between"),
+            Wrong((dashed,), "own names"),
+            Wrong(("{}-{}-{}".format,), "own names"),
             Wrong((digest_of_glued,), "nothing between"),
             Wrong((lowered,), "letter case"),
             Wrong((upper,), "letter case"),

@@ -23,7 +23,8 @@ def test_a_call_inside_the_transaction_keeps_the_connection_idle_in_transaction_
     assert seen["second delivery blocked by the first"] is True
     assert seen["second delivery finished before the answer"] is False
     assert seen["second delivery, once the first committed"] == "duplicate: skip"
-    assert seen["charges in the database"] == 1
+    assert seen["charges in the database"] == seen["calls to the provider"] == 1  # the held call was made once
+    assert seen["server setting transaction_isolation"] == "read committed"  # the level the skip holds at
 
 
 def test_the_ids_are_the_versions_they_claim_seeded_and_v7_in_the_order_made():

@@ -4,8 +4,9 @@ While the consumer waits for the provider, its transaction is open: the inbox ro
 inserted keeps its lock, and its connection sits ``idle in transaction``. A second
 delivery of the same message, on another connection, inserts the same ID and waits
 for the first transaction to end. The course's PostgreSQL reports all of it in
-``pg_stat_activity`` and ``pg_blocking_pids``; the provider's answer here is an event
-the caller sets, so the outcome does not depend on how fast the machine is.
+``pg_stat_activity`` and ``pg_blocking_pids``. The model's provider answers only when
+an event is set, after the readings, so the outcome does not depend on how fast the
+machine is.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from idemlib.provider import PaymentProvider
 from idemlib.stores.postgres_store import PostgresPayments
 from idemlib.stores.sql import PaymentsSession, single_value
 
@@ -32,34 +34,47 @@ def _activity(reader: psycopg.Connection, pid: int) -> tuple[str, str | None, st
 def call_inside_on_postgres(message_id: str = "m-7f3") -> dict[str, Any]:
     """Deliver ``message_id`` twice at once to the *call inside* consumer, the first held in its provider call.
 
-    The first delivery begins, inserts the ID into the inbox and starts its provider
-    call (which does not answer until this function lets it). The second delivery, on
-    a connection of its own, inserts the same ID. Read while the call is still out:
-    the first connection's state, the second's wait and who blocks it. Then the
-    provider answers, the first delivery charges and commits, and the second finishes
-    its insert. Returns what the server reported, by name.
+    The first delivery, on a thread of its own, begins, inserts the ID into the inbox and
+    calls the provider, whose answer waits until this function lets it come. The second
+    delivery, on a connection of its own, inserts the same ID. Read while the call is still
+    out: the first connection's state, the second's wait and who blocks it. Then the
+    provider answers, the first delivery charges and commits, and the second finishes its
+    insert. Returns what the server reported, by name.
     """
     database = PostgresPayments()
     first_cursor, second_cursor = database.connect(), database.connect()  # one connection per consumer
     first, second = PaymentsSession(first_cursor, database), PaymentsSession(second_cursor, database)
     reader = database.connect().connection
     first_pid, second_pid = first_cursor.connection.info.backend_pid, second_cursor.connection.info.backend_pid
-    answered = threading.Event()  # the provider's answer to the first delivery's call
+    provider = PaymentProvider()
+    calling, answered = threading.Event(), threading.Event()  # the call is out; the provider may answer
     second_new: list[bool] = []
 
-    first.begin()
-    assert first.record_message(message_id)
+    def first_delivery() -> None:
+        first.begin()
+        first.record_message(message_id)
+        calling.set()
+        if not answered.wait(WAIT_LIMIT_SECONDS):  # the provider's answer, held until the readings are taken
+            first.rollback()
+            return
+        response = provider.charge(f"{message_id}:charge", order_id=1042, amount=40)
+        first.charge(1042, response.body["amount"], message_id)
+        first.commit()
 
     def second_delivery() -> None:
         second.begin()
         second_new.append(second.record_message(message_id))  # waits here for the first transaction
         second.commit()
 
-    thread = threading.Thread(target=second_delivery)
-    thread.start()
+    threads = [threading.Thread(target=first_delivery), threading.Thread(target=second_delivery)]
+    threads[0].start()
+    if not calling.wait(WAIT_LIMIT_SECONDS):
+        raise TimeoutError(f"the first delivery did not reach its provider call within {WAIT_LIMIT_SECONDS:g} s")
+    threads[1].start()
     deadline = time.monotonic() + WAIT_LIMIT_SECONDS
     while _activity(reader, second_pid)[1] != "Lock":
         if time.monotonic() > deadline:
+            answered.set()
             raise TimeoutError(f"the second delivery was not seen waiting within {WAIT_LIMIT_SECONDS:g} s")
         time.sleep(0.01)
     during = {
@@ -70,14 +85,14 @@ def call_inside_on_postgres(message_id: str = "m-7f3") -> dict[str, Any]:
         "second delivery finished before the answer": bool(second_new),
     }
     answered.set()
-    first.charge(1042, 40, message_id)
-    first.commit()
-    thread.join(WAIT_LIMIT_SECONDS)
+    for thread in threads:
+        thread.join(WAIT_LIMIT_SECONDS)
     settings = {name: single_value(reader.execute(f"SHOW {name}"))
-                for name in ("idle_in_transaction_session_timeout", "max_connections")}
+                for name in ("transaction_isolation", "idle_in_transaction_session_timeout", "max_connections")}
     server = single_value(reader.execute("SHOW server_version")).split()[0]
     return {**during,
             "second delivery, once the first committed": "new" if second_new == [True] else "duplicate: skip",
+            "calls to the provider": provider.calls,
             "charges in the database": database.total_charged() // 40,
             **{f"server setting {name}": value for name, value in settings.items()},
             "server": f"PostgreSQL {server}"}

@@ -164,6 +164,16 @@ class PaymentsSession:
             (order_id, amount, message_id),
         )
 
+    @property
+    def placeholder(self) -> str:
+        """How this engine writes a statement's parameter (``?`` or ``%s``), for :meth:`execute`'s SQL."""
+        return self._p
+
+    def execute(self, sql: str, parameters: tuple[Any, ...] = (), *, rows: bool = False) -> list[tuple[Any, ...]]:
+        """Run a statement on a table of the caller's own (lesson 04's pending calls) in this session's transaction;
+        with ``rows``, return what it selected. A lost race raises :class:`WriteConflict`, as the steps' own do."""
+        return self._run(sql, parameters, rows=rows)
+
     def _run(self, sql: str, parameters: tuple[Any, ...] = (), *, rows: bool = False) -> list[tuple[Any, ...]]:
         try:
             self._cursor.execute(sql, parameters)

@@ -15,18 +15,20 @@ from idemlib.provider import PaymentProvider
 __all__ = ["check_key_function", "provider_calls", "telling_pairs"]
 
 # Services that call one provider account. Two names where one extends the other ("payments2" is
-# "payments" and a 2): a key that glues the parts together with nothing between them collides.
-CONSUMERS = ("payments", "payments2", "refunds")
-# Calls that share a first letter (charge, capture) and one that extends another's name (charge-2, a second
-# instalment): a key with the call's name cut to a prefix collides.
+# "payments" and a 2): a key that glues the parts together with nothing between them collides. A name with a
+# hyphen ("payments-eu") beside message IDs that start "eu-": a key joined with '-' collides.
+CONSUMERS = ("payments", "payments2", "refunds", "payments-eu")
+# Calls that share a first letter (charge, capture), one that extends another's name (charge-2, a second
+# instalment): a key with the call's name cut to a prefix collides. (The day also holds a "refund-fee" beside
+# message IDs that end "-refund" and a call "fee": a key joined with '-' collides there too.)
 CALLS = ("charge", "fee", "capture", "charge-2")
 # Message IDs as producers write them: short ones, 200-character ones (NServiceBus's MessageId column is
 # that wide) in pairs that differ only in the last character, Stripe-style ones whose letter case matters,
 # ones with ':' in them (order:1042:payment:1, urn:uuid:...), and IDs that differ from those only in their
 # punctuation (order1042payment1, order_1042_payment_1, order|1042|payment|1, ...). The consumers' and calls'
-# names are the services' own and hold no ':'; a message ID may hold any character, so a key joined with ':'
-# stays unambiguous (the first ':' ends the consumer, the last begins the call) only because the ID is the one
-# part that may hold it.
+# names are the services' own (letters, digits, hyphens) and hold no ':'; a message ID may hold any character, so
+# a key joined with ':' stays unambiguous (the first ':' ends the consumer, the last begins the call) only because
+# the ID is the one part that may hold it. A '-' is in the names too, so it cannot mark where one ends.
 _LONG = "order-1042/payment-request/" + "7f3c9a1e" * 25
 _BASE62 = string.digits + string.ascii_letters
 PUNCTUATION = ("", "_", "-", "/", "|", "#", ".", " ")  # what else a producer writes where another writes ':'
@@ -58,8 +60,9 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
     Besides calls drawn at random (by ``seed``), the day holds the pairs production meets: one message
     handled by two services, one message making several calls, IDs that differ only in letter case or in
     a trailing space or only in their punctuation (``order:102:payment:3``, ``order_102_payment_3``, ...),
-    200-character IDs that differ in their last character, and a "payments2" call for ``a9f...`` beside a
-    "payments" call for ``2a9f...``.
+    200-character IDs that differ in their last character, a "payments2" call for ``a9f...`` beside a
+    "payments" call for ``2a9f...``, and hyphens on both sides of a part: a "payments-eu" fee for ``m-...``
+    beside a "payments" fee for ``eu-m-...``, a "refund-fee" for ``m-...`` beside a "fee" for ``m-...-refund``.
     """
     draw = random.Random(seed)
     calls: set[tuple[str, str, str]] = set()
@@ -74,6 +77,8 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
             calls.add(("payments", message_id.swapcase(), "charge"))  # evt_1Nq and EVT_1nQ: two messages
         elif message_id.startswith("m-"):
             calls.update({("payments", message_id + " ", "charge"), ("payments", " " + message_id, "charge")})
+            calls.update({("payments-eu", message_id, "fee"), ("payments", "eu-" + message_id, "fee"),
+                          ("payments", message_id, "refund-fee"), ("payments", message_id + "-refund", "fee")})
         else:
             calls.update({("payments2", message_id, "fee"), ("payments", message_id, "fee")})  # two of one name
             calls.add(("payments", "2" + message_id, "fee"))  # payments2 + a9f... and payments + 2a9f...
@@ -87,9 +92,9 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
 def telling_pairs(calls: tuple[tuple[str, str, str], ...]) -> list[list[tuple[tuple[str, str, str], ...]]]:
     """The pairs of different calls among ``calls`` that teach one rule each, in the order the hints teach them:
     two services, one message; two calls, one message; parts glued together; a long ID cut; letter case; a space;
-    a ':' of the ID dropped or replaced."""
+    a ':' of the ID dropped or replaced; a '-' between the parts."""
     present = set(calls)
-    rules: list[list[tuple[tuple[str, str, str], ...]]] = [[] for _ in range(7)]
+    rules: list[list[tuple[tuple[str, str, str], ...]]] = [[] for _ in range(8)]
     for consumer, message_id, call in calls:
         if consumer in ("refunds", "payments2") and ("payments", message_id, call) in present:
             rules[0].append((("payments", message_id, call), (consumer, message_id, call)))
@@ -99,6 +104,10 @@ def telling_pairs(calls: tuple[tuple[str, str, str], ...]) -> list[list[tuple[tu
             rules[4].append((("payments", message_id.swapcase(), call), (consumer, message_id, call)))
         if message_id.endswith(" ") and ("payments", message_id.strip(), call) in present:
             rules[5].append((("payments", message_id.strip(), call), (consumer, message_id, call)))
+        if consumer == "payments-eu" and ("payments", "eu-" + message_id, call) in present:
+            rules[7].append(((consumer, message_id, call), ("payments", "eu-" + message_id, call)))
+        if call == "refund-fee" and (consumer, message_id + "-refund", "fee") in present:
+            rules[7].append(((consumer, message_id, call), (consumer, message_id + "-refund", "fee")))
         if message_id.startswith("order:") and consumer == "payments" and call == "charge":
             family = [message_id, *(message_id.replace(":", other) for other in PUNCTUATION)]
             rules[6] += [((consumer, one, call), (consumer, other, call)) for n, one in enumerate(family)
@@ -129,6 +138,10 @@ def _hint_for(rule: int, first: tuple[str, str, str], second: tuple[str, str, st
         f"Message IDs {message_a!r} and {message_b!r} are two messages (a producer's ID may hold any character, its "
         "punctuation included), but they got the same key. Keep the ID as it came, character for character: the "
         "consumer's and the call's names are your own, so they are the parts that keep clear of your separator.",
+        f"{first} and {second} got the same key: the character between your parts also occurs inside the services' "
+        "own names (payments-eu, refund-fee), so a reader of the key cannot tell where the consumer ends and the "
+        "ID begins, or where the ID ends and the call begins. Join with a character those names never hold "
+        "(the exercise says what they are made of).",
     ][rule]
 
 
@@ -191,6 +204,7 @@ def check_key_function(call_key: Any, *, seed: int = 4) -> Feedback:
     provider = PaymentProvider()
     for _ in range(3):  # the first attempt, the retry after a restart, one more redelivery
         provider.charge(restarted[0][0], order_id=1042, amount=40)
-    return right(f"{len(calls):,} calls of three services on one provider account, {len(calls):,} keys, none shared; "
+    services = len({consumer for consumer, _, _ in calls})
+    return right(f"{len(calls):,} calls of {services} services on one provider account, {len(calls):,} keys, none shared; "
                  f"a restarted process gives them again, and three attempts of one call made {len(provider.charges)} "
                  "charge.")

@@ -1,0 +1,80 @@
+"""Lesson 04's reconciler: it settles a pending row by what the provider did, never by a second charge."""
+
+from __future__ import annotations
+
+import pytest
+
+from idemlib import RUNNING_EXAMPLE, Crash, FaultPlan, simulate
+from idemlib.provider import PaymentProvider, behaviours
+from idemlib.provider_calls.placements import PendingChargeHandler, reconcile, reconciled_after, stuck_rows
+from idemlib.stores import DuckDBPayments
+
+
+def _left_pending(provider: PaymentProvider, faults: FaultPlan | None = None,
+                  handler: PendingChargeHandler | None = None, database: DuckDBPayments | None = None) -> DuckDBPayments:
+    """``m-7f3`` delivered twice and dead-lettered, its pending row left without a result."""
+    database = database or DuckDBPayments()
+    run = simulate(handler or PendingChargeHandler(), [RUNNING_EXAMPLE], database=database, provider=provider,
+                   faults=faults, max_deliveries=2)
+    assert len(run.dead_letters) == 1 and [row.message_id for row in stuck_rows(database)] == ["m-7f3"]
+    return database
+
+
+@pytest.mark.parametrize("hours", [1, 25])
+def test_a_v1_500_that_took_the_money_is_recorded_inside_and_after_the_key_lifetime(hours):
+    outcome = reconciled_after("v1 answered 500, money taken", hours)
+    assert outcome["card ($)"] == outcome["our database ($)"] == 40
+    assert outcome["what it did"].startswith("found the charge")
+
+
+def test_asking_again_with_the_key_is_what_charged_twice():
+    inside = reconciled_after("v1 answered 500, money taken", 1, look_up_first=False)
+    after = reconciled_after("v1 answered 500, money taken", 25, look_up_first=False)
+    assert (inside["card ($)"], inside["our database ($)"]) == (40, 0)  # the stored 500 settles nothing
+    assert (after["card ($)"], after["our database ($)"]) == (80, 40)  # the forgotten key charges again
+
+
+@pytest.mark.parametrize("hours", [1, 25])
+def test_a_v1_500_that_took_nothing_is_left_for_a_person_with_nothing_charged(hours):
+    outcome = reconciled_after("v1 answered 500, no money taken", hours)
+    assert outcome["card ($)"] == outcome["our database ($)"] == 0
+    assert outcome["what it did"].endswith("left for a person")
+
+
+def test_under_v2_a_failed_call_is_asked_again_with_the_row_key_and_charges_once():
+    provider = PaymentProvider(behaviours()["stripe-v2"])
+    provider.fail_next(2)  # both deliveries fail before any money moved
+    database = _left_pending(provider)
+    assert stuck_rows(database)[0].last_status == 500
+    [line] = reconcile(database, provider)
+    assert line["reconciler"] == "asked again with the row's key: 200"
+    assert provider.total_charged() == database.total_charged() == 40 and len(provider.charges) == 1
+    assert stuck_rows(database) == []
+
+
+def test_a_row_whose_call_was_never_made_is_charged_inside_the_lifetime_and_left_after_it():
+    never_called = FaultPlan(crashes=[Crash("call provider", delivery=n) for n in (1, 2)])
+    provider = PaymentProvider()
+    database = _left_pending(provider, never_called)
+    provider.clock.advance(25 * 3600)
+    [late] = reconcile(database, provider)
+    assert late["reconciler"].endswith("left for a person") and provider.total_charged() == 0
+    provider = PaymentProvider()
+    database = _left_pending(provider, never_called)
+    [line] = reconcile(database, provider)
+    assert line["charge recorded"] == "ch_81"
+    assert provider.total_charged() == database.total_charged() == 40
+    assert reconcile(database, provider) == []  # settled: a second run finds nothing to do
+
+
+class RenamedKeys(PendingChargeHandler):
+    def key_for(self, message_id: str) -> str:
+        return f"payments:{message_id}:charge"  # a deploy that changed how keys are derived
+
+
+def test_a_redelivery_sends_the_key_the_pending_row_stored_not_a_new_derivation():
+    provider = PaymentProvider()
+    database = _left_pending(provider, FaultPlan(crashes=[Crash("record result", delivery=n) for n in (1, 2)]))
+    simulate(RenamedKeys(), [RUNNING_EXAMPLE], database=database, provider=provider)
+    assert list(provider.stored_keys()) == ["m-7f3:charge"]
+    assert provider.total_charged() == database.total_charged() == 40
