@@ -277,6 +277,28 @@ def play_schedule(handler: Handler, sessions: Callable[[], Any], messages: Seque
     return engine, tuple(script.taken)
 
 
+def in_every_order(fresh: Callable[[], Handler], database: PaymentsDatabase,
+                   message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
+    """Two consumers holding ``message`` at once, in every order in which their steps can interleave,
+    each order played (:func:`play_schedule`) on a new handler from ``fresh`` and the emptied ``database``.
+
+    :func:`interleavings` keeps one handler for every order, which suits a handler whose whole memory is
+    the database; this one suits a handler with a memory that ``database.empty()`` does not reach (a
+    cache's claims). Schedules that play out as the same moves (a consumer that finds a claim stops
+    early) are one order. One row per distinct order: its moves and its outcome.
+    """
+    handler = fresh()
+    tally = charges_and_conflicts("charges", handler.read(message).amount)
+    seen: dict[tuple[str, ...], object] = {}
+    for schedule in every_schedule(len(handler.steps)):
+        handler = fresh()
+        database.empty()
+        engine, taken = play_schedule(handler, handler.sessions(database), [message], schedule)
+        seen.setdefault(taken, tally(engine, [message], database, None)["outcome"])
+    return pd.DataFrame([(" → ".join(taken), outcome) for taken, outcome in seen.items()],
+                        columns=["interleaving", "outcome"])
+
+
 def places_to_remember(cache: Cache) -> dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]]:
     """Lesson 06's setups: the same payments consumer with its IDs kept in each kind of store.
 

@@ -1,8 +1,11 @@
-"""Lesson 06's exercise: an order of deliveries in which the last-ID row charges too much and the versioned row too little."""
+"""Lesson 06's exercises: an order of deliveries in which the last-ID row charges too much and the versioned row too
+little, and which ways of forgetting a claim early apply to two cache servers."""
 
 from __future__ import annotations
 
 from exercise_bank import Bank, Wrong, bank_tests
+
+SECOND, FAILOVER = "loses the last second if the machine fails", "loses recent claims on a failover"
 
 BANKS = {
     "check_version_order": Bank(
@@ -30,23 +33,35 @@ BANKS = {
         ],
     ),
     "check_cache_losses": Bank(
-        right=[({"evicts early", "loses the last second on a crash"},),
-               (frozenset({"loses the last second on a crash", "evicts early"}),),
-               (["Evicts  early", "loses the last second on a crash"],),  # a list, case and spacing aside
-               (("evicts early", "loses the last second on a crash", "evicts early"),)],  # a name twice
+        right=[({"payments": {SECOND}, "loyalty": {FAILOVER}},),
+               ({"loyalty": frozenset({FAILOVER}), "payments": [SECOND]},),
+               ({" Payments ": ("Loses the last  second if the machine fails",), "LOYALTY": {FAILOVER, FAILOVER}},),
+               ({"payments": [SECOND, SECOND], "loyalty": (FAILOVER,)},)],
         wrong=[
-            Wrong(({"none"},), "volatile-"),  # appendonly yes read as "safe"
-            Wrong(({"forgets on restart"},), "volatile-"),  # the course's own server's row, copied
-            Wrong(({"evicts early", "forgets on restart", "loses the last second on a crash"},), "appendonly"),
-            Wrong(({"evicts early", "forgets on restart"},), "appendonly"),  # save none read as no persistence
-            Wrong(({"evicts early"},), "everysec"),  # the append-only file taken for a full guarantee
-            Wrong(({"loses the last second on a crash"},), "volatile-"),  # volatile- read as "only keys without TTL"
-            Wrong(({"evicts early", "none"},), '"none"'),
-            Wrong(("evicts early",), "a set"),
-            Wrong(({"evicts"},), "one of the names"),
-            Wrong((set(),), "empty set"),
-            Wrong(({"evicts early": True},), "a set"),
-            Wrong(([1, 2],), "one of the names"),
+            # the old exercise's reading: a policy's name read without maxmemory
+            Wrong(({"payments": {"evicts early", SECOND}, "loyalty": {FAILOVER}},), "maxmemory 0"),
+            # an out-of-memory kill taken for a restart that forgets everything, though appendonly is yes
+            Wrong(({"payments": {"forgets every claim on a restart", SECOND}, "loyalty": {FAILOVER}},), "appendonly yes"),
+            Wrong(({"payments": {"none"}, "loyalty": {FAILOVER}},), "everysec"),  # the file taken for a full guarantee
+            Wrong(({"payments": {SECOND, FAILOVER}, "loyalty": {FAILOVER}},), "alone"),
+            # volatile-ttl read as "evicts claims", though these carry no time to live
+            Wrong(({"payments": {SECOND}, "loyalty": {"evicts early", FAILOVER}},), "without EX"),
+            Wrong(({"payments": {SECOND}, "loyalty": {"forgets every claim on a restart", FAILOVER}},), "appendonly yes"),
+            Wrong(({"payments": {SECOND}, "loyalty": {SECOND, FAILOVER}},), "appendfsync always"),
+            Wrong(({"payments": {SECOND}, "loyalty": {SECOND}},), "appendfsync always"),  # the same file, the same loss
+            Wrong(({"payments": {SECOND}, "loyalty": {"none"}},), "replica"),  # a replica read as a full copy
+            Wrong(({"payments": {SECOND}, "loyalty": {"evicts early"}},), "without EX"),
+            Wrong(({"payments": {SECOND}, "loyalty": {"none", FAILOVER}},), '"none"'),
+            Wrong(({"payments": {SECOND}, "loyalty": set()},), "empty"),
+            Wrong(({"payments": {SECOND}},), "keys are exactly"),
+            Wrong(({"payments": {SECOND}, "loyalty": {FAILOVER}, "orders": {"none"}},), "keys are exactly"),
+            Wrong(({"payments": {SECOND}, "payments ": {SECOND}, "loyalty": {FAILOVER}},), "keys are exactly"),
+            Wrong(({SECOND, FAILOVER},), "dict"),  # one set for both servers
+            Wrong(({"payments": SECOND, "loyalty": FAILOVER},), "set of the names"),  # a name, not a set
+            Wrong(({"payments": {"loses the last second on a crash"}, "loyalty": {FAILOVER}},), "one of the names"),
+            Wrong(({"payments": {SECOND}, "loyalty": {"failover"}},), "one of the names"),
+            Wrong(({"payments": [1], "loyalty": {FAILOVER}},), "one of the names"),
+            Wrong(({1: {SECOND}, 2: {FAILOVER}},), "keys are exactly"),
         ],
     ),
 }

