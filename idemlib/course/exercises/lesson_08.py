@@ -314,9 +314,12 @@ def check_fenced(answer: Any) -> Feedback:
         if met[name] == REPLAYED:
             return hint(f"{name}, sent at {sent[name]} s, found the key completed and was answered with the stored "
                         "answer: it never worked, so there was nothing to fence.")
-        return hint(f"{name} committed at {finished[name]} s. Its deadline had passed while it worked, but did any "
-                    "request arrive after that to take the key over? A deadline only lets a later request take "
-                    "over; it refuses nothing by itself. (Section 4.)")
+        late = finished[name] - sent[name] >= ChargesApi.in_progress_seconds
+        return hint(f"{name} committed at {finished[name]} s. "
+                    + ("Its deadline had passed while it worked, but did any request arrive after that to take the "
+                       "key over? A deadline only lets a later request take over; it refuses nothing by itself."
+                       if late else "It finished before its deadline, and no request took its key over.")
+                    + " (Section 4.)")
     if {n for n, m in met.items() if m == FENCED} - chosen:
         return hint("Your set leaves out a request the fence refused. For each request that went to work, which "
                     "claim number did the key carry when it reached its commit, and was it still the one that "
