@@ -57,6 +57,12 @@ class Behaviour:
     in_progress_status: int
     missing_key_status: int
     assumed: str = ""
+    """What the model assumes where its sources are silent or vaguer than the model, in words."""
+    modelled: frozenset[str] = frozenset()
+    """The fields above whose values are the model's, not its source's: a table of them marks these."""
+    retention_is_floor: bool = False
+    """The source promises keys for at least ``retention_seconds`` and may prune them any time after (Stripe's v1),
+    rather than naming a window."""
 
 
 def behaviours() -> dict[str, Behaviour]:
@@ -68,17 +74,20 @@ def behaviours() -> dict[str, Behaviour]:
         "stripe-v1": Behaviour("stripe-v1", key_required=False, replays_errors=True,
                                retention_seconds=fact_seconds("stripe_v1_key_min_age"), mismatch_status=400,
                                in_progress_status=key_in_use, missing_key_status=missing,
+                               modelled=frozenset({"mismatch_status"}), retention_is_floor=True,
                                assumed="the mismatch status (400) is the model's; keys are removed at exactly 24 hours "
                                        "(Stripe: at least 24); a saved 500 is replayed on every retry (Stripe: "
                                        "usually)"),
         "stripe-v2": Behaviour("stripe-v2", key_required=False, replays_errors=False,
                                retention_seconds=fact_seconds("stripe_v2_replay_window"), mismatch_status=400,
                                in_progress_status=key_in_use, missing_key_status=missing,
+                               modelled=frozenset({"mismatch_status", "in_progress_status", "replays_errors"}),
                                assumed="v2 is modelled to reject other parameters as v1 does, with the same statuses; "
                                        "a retry always completes the failed work (Stripe: when possible)"),
         "ietf-draft": Behaviour("ietf-draft", key_required=True, replays_errors=False,
                                 retention_seconds=fact_seconds("stripe_v1_key_min_age"), mismatch_status=mismatch,
                                 in_progress_status=in_progress, missing_key_status=missing,
+                                modelled=frozenset({"retention_seconds", "replays_errors"}),
                                 assumed="the draft sets no retention; the model keeps keys 24 hours. The draft answers a "
                                         "retry with the earlier result, 'success or an error'; a failure the server "
                                         "rolled back completed nothing, so the model runs the retry instead"),

@@ -230,6 +230,48 @@ def test_a_handler_failure_is_answered_500_and_leaves_no_key_in_progress(monkeyp
     assert retry.status == retry_status and api.executions == executions
 
 
+def test_a_failure_after_the_commit_is_answered_with_the_charge_it_committed(monkeypatch):
+    """An error raised once the charge has committed (a connection lost after COMMIT) must not say "nothing was charged"."""
+    from idemlib.http import charges
+    real = charges.retry_conflicts
+
+    def commit_then_fail(database, work):
+        result = real(database, work)
+        if work.__name__ == "commit":  # the charge's commit, not a key's claim
+            raise RuntimeError("the connection dropped after the commit")
+        return result
+    monkeypatch.setattr(charges, "retry_conflicts", commit_then_fail)
+    api = ChargesApi()
+    with serve(api) as running:
+        first = shop(api, running.url).post_charge(CHARGE, key="m-7f3")[0]
+        monkeypatch.undo()
+        retry = shop(api, running.url).post_charge(CHARGE, key="m-7f3")[0]
+    assert (first.status, retry.status, retry.replayed, api.executions) == (201, 201, True, 1)
+
+
+def test_a_failure_whose_outcome_cannot_be_read_keeps_the_key_in_progress(monkeypatch):
+    """Where the database cannot say whether the charge committed, the answer says so, and no retry runs early."""
+    from idemlib.http import charges
+    api = ChargesApi()
+
+    def unreadable(database, work):
+        if work.__name__ == "commit":  # the charge's commit: the database goes away during it
+            monkeypatch.setattr(api.payments, "connect", lambda: (_ for _ in ()).throw(RuntimeError("gone")))
+            raise RuntimeError("the database went away during the commit")
+        return real(database, work)
+    real = charges.retry_conflicts
+    monkeypatch.setattr(charges, "retry_conflicts", unreadable)
+    with serve(api) as running:
+        first = shop(api, running.url).post_charge(CHARGE, key="m-7f3")[0]
+        monkeypatch.undo()
+        assert api.stored_keys() == [("shop-1", "m-7f3", None)]  # left in progress, not settled as "not charged"
+        early = shop(api, running.url).post_charge(CHARGE, key="m-7f3")[0]
+        api.clock.advance(api.in_progress_seconds)
+        late = shop(api, running.url).post_charge(CHARGE, key="m-7f3")[0]
+    assert first.status == 500 and "not known" in first.body["detail"] and "nothing was charged" not in first.body["detail"]
+    assert (early.status, late.status, api.executions) == (409, 201, 1)
+
+
 def test_the_largest_amount_the_column_holds_is_charged_and_extra_fields_are_ignored(api, client):
     [attempt] = client.post_charge({"order_id": 2**31 - 1, "amount": 2**31 - 1, "note": "\u0000"}, key="max")
     assert attempt.status == 201 and api.payments.total_charged() == 2**31 - 1

@@ -181,3 +181,15 @@ def test_stripe_answers_a_key_still_in_progress_with_its_documented_409_and_a_sh
     second = shared.charge("m-7f3", **CHARGE)  # a second, real $40 under the same key: no error at all
     assert (second.status, second.replayed, shared.total_charged()) == (200, True, 40)
     assert "409" not in behaviours()["stripe-v1"].assumed and "429" not in behaviours()["stripe-v1"].assumed
+
+
+def test_what_the_model_assumes_is_marked_field_by_field():
+    """A table of the rules marks each value that is the model's, so none passes for its source's (lesson 08)."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(behaviours()["stripe-v1"])}
+    for rules in behaviours().values():
+        assert rules.modelled <= fields and rules.modelled and rules.assumed
+    # Stripe documents neither v2 status; the v1 409 is from Stripe's errors reference, its mismatch status is not.
+    assert {"mismatch_status", "in_progress_status"} <= behaviours()["stripe-v2"].modelled
+    assert behaviours()["stripe-v1"].modelled == {"mismatch_status"} and behaviours()["stripe-v1"].retention_is_floor

@@ -43,6 +43,14 @@ CHARGES_SCHEMA = """CREATE TABLE IF NOT EXISTS charges (
 )"""
 
 
+class Hold(threading.Event):
+    """Keeps one charge at work until it is set; ``taken`` is set once a charge has taken the hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken = threading.Event()
+
+
 class _TakenOver(Exception):
     """The claim a request worked under is no longer the key's: another request took it over."""
 
@@ -119,7 +127,7 @@ class ChargesApi:
     credentials: Credentials = field(default_factory=Credentials)
     _failures_left: int = 0
     _drops_left: int = 0
-    _holds: list[threading.Event] = field(default_factory=list)
+    _holds: list[Hold] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _changed: threading.Condition = field(init=False)
 
@@ -146,16 +154,24 @@ class ChargesApi:
         """
         self._failures_left += count
 
-    def hold_next(self) -> threading.Event:
+    def hold_next(self) -> Hold:
         """Keep the next charge at work until the returned event is set: a first request that is still being processed.
 
         A lesson or a check holds a request this way instead of timing it, so
         that a busy machine cannot let it finish before its retry arrives.
         """
-        gate = threading.Event()
+        gate = Hold()
         with self._lock:
             self._holds.append(gate)
         return gate
+
+    def withdraw_hold(self, gate: Hold) -> bool:
+        """Withdraw a hold no charge has taken (its request was answered without doing the work); False if taken."""
+        with self._lock:
+            if gate in self._holds:
+                self._holds.remove(gate)
+                return True
+            return False
 
     def drop_next_responses(self, count: int = 1) -> None:
         """The next ``count`` charges are done and stored, but the connection closes before the answer is sent."""
@@ -215,6 +231,7 @@ class ChargesApi:
                 self._failures_left -= 1
             self._changed.notify_all()
         if gate is not None:
+            gate.taken.set()
             gate.wait(timeout=HOLD_LIMIT_SECONDS)
         time.sleep(self.work_seconds)
         if outage:
@@ -243,12 +260,33 @@ class ChargesApi:
             if claim is not None:
                 self.keys.settle(claim)
             raise busy() from None
-        except Exception as error:  # a broken database or a bug: the effect rolled back, the key is settled
-            failure = self._failure("Charge failed", f"The charge failed on the server ({type(error).__name__})",
-                                    keyed=claim is not None)
+        except Exception as error:  # a broken database or a bug, before or during the commit
+            what = f"The charge failed on the server ({type(error).__name__})"
+            # The charge and its answer commit together, so the charge's own row says whether the commit went
+            # through. Only where it is known to be absent may the answer say "nothing was charged".
+            charged = self._committed(result["id"]) if status == 201 else False
+            if charged:  # committed before the error: the charge and the key's answer are both stored
+                return status, result
+            if charged is None:  # not known: the key stays in progress, and its deadline lets a retry settle it
+                return 500, problem(500, "Charge failed", f"{what}, and whether it was charged is not known here. "
+                                    + ("Retry later with the same key, never a new one: the key stays in progress "
+                                       "until its deadline." if claim is not None else
+                                       "Look the charge up before sending it again, and send a key with every charge."))
+            failure = self._failure("Charge failed", what, keyed=claim is not None)
             if claim is not None:
                 self.keys.settle(claim, (500, failure))
             return 500, failure
+
+    def _committed(self, charge_id: str) -> bool | None:
+        """Whether the charge ``charge_id`` is in the database; None if the database cannot be read."""
+        try:
+            cursor = self.payments.connect()
+            try:
+                return bool(cursor.execute("SELECT count(*) FROM charges WHERE charge_id = ?", (charge_id,)).fetchall()[0][0])
+            finally:
+                cursor.close()
+        except Exception:  # noqa: BLE001 - a database that cannot be read leaves the outcome unknown
+            return None
 
     def _failure(self, title: str, what: str, *, keyed: bool) -> dict[str, Any]:
         """The 500 a failed charge is answered with, saying what a retry with the same key will get.

@@ -1,9 +1,9 @@
 """The ``Idempotency-Key`` field as the draft defines it: a Structured Field Item whose value is a String.
 
-RFC 8941 section 4.2 says how a recipient parses such a field: the field lines of
-a message are combined into one value, separated by commas (RFC 9110 section 5.3);
-leading and trailing spaces are dropped; one Item is parsed; anything left over
-makes the parse fail. So two ``Idempotency-Key`` lines, or a list of keys on one
+RFC 8941 section 4.2 (RFC 9651 has obsoleted RFC 8941 since) says how a recipient
+parses such a field: the field lines of a message are combined into one value,
+separated by commas (RFC 9110 section 5.3); leading and trailing spaces are
+dropped; one Item is parsed; anything left over makes the parse fail. So two ``Idempotency-Key`` lines, or a list of keys on one
 line, fail, and a bare token (``m-7f3:charge`` without quotes) is an sf-token, not
 the String the draft requires.
 

@@ -23,9 +23,10 @@ from typing import Any
 PROBLEM_TYPE = "application/problem+json"
 TYPES_PATH = "/problems/"
 
-KEY_RULES = ("An Idempotency-Key is a Structured Field String (RFC 8941): 1 to 255 visible ASCII characters between "
-             "double quotes, such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\", the same on every attempt of one "
-             "operation. Keys belong to the client the bearer token authenticates; no client can meet another's.")
+KEY_RULES = ("An Idempotency-Key is a Structured Field String (RFC 8941, now obsoleted by RFC 9651): 1 to 255 "
+             "visible ASCII characters between double quotes, such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\", the same "
+             "on every attempt of one operation. Keys belong to the client the bearer token authenticates; no client "
+             "can meet another's.")
 
 TYPES: dict[str, tuple[str, str]] = {
     "idempotency-key-required": ("Idempotency-Key required", "POST /charges was sent without an Idempotency-Key. "
@@ -60,7 +61,8 @@ TYPES: dict[str, tuple[str, str]] = {
     "invalid-field-amount": ("Invalid field amount", "amount is a whole number of dollars from 1 to 2147483647."),
     "invalid-status": ("Invalid status", "An order's status is 1 to 64 printable characters."),
     "card-network-failed": ("Card network failed", "The card network refused the charge before taking any money."),
-    "charge-failed": ("Charge failed", "The charge failed on the server; its effect was rolled back."),
+    "charge-failed": ("Charge failed", "The charge failed on the server. Its detail says whether the charge "
+                       "was rolled back or whether that is not known, and what a retry with the same key gets."),
 }
 """This server's own problem types, by the name in their path: their title and what they mean."""
 
