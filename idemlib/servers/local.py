@@ -5,7 +5,9 @@ in ``NAME/``, its output in ``NAME.log``, and ``NAME.json`` records its process 
 port, URL and owner, so every kernel and test that needs it finds the same one again.
 Each listens on loopback only, on a port that was free when it started, and takes
 the learner's secret (:mod:`idemlib.servers.secret`), so on a shared machine it
-answers the learner who started it alone. A file lock
+answers the learner who started it alone. While it starts, what answers on its port
+must show it holds that secret, so another program that took the port first (one that
+lets any login in) is not taken for it, and another port is tried. A file lock
 per kind keeps two kernels that start at once from starting two servers.
 
 ``IDEMLIB_SERVERS_OWNER`` (set by ``make lab`` and ``make test``) is written into
