@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import site
 import subprocess
@@ -24,6 +23,7 @@ from typing import Any
 from urllib.request import Request, urlopen
 
 from other_users import REPOSITORY, python_for_anyone
+from tools import tool
 
 LESSON = """
 import json, os, pwd
@@ -54,7 +54,6 @@ JetStream's de-duplication of a message ID; it prints what each did and which se
 
 JUPYTERHUB = "jupyterhub==6.1.1"
 PROXY = "configurable-http-proxy@5.3.0"
-TOOLS = Path("/tmp") / f"idemlib-tools-{os.geteuid()}"
 
 
 def hub_environment() -> Path:
@@ -64,9 +63,8 @@ def hub_environment() -> Path:
     python = python_for_anyone()
     if python is None:
         raise RuntimeError("no Python here that another user may run")
-    folder = TOOLS / JUPYTERHUB.replace("==", "-")
-    if not (folder / "bin" / "jupyterhub").exists():
-        shutil.rmtree(folder, ignore_errors=True)
+
+    def build(folder: Path) -> None:
         subprocess.run([str(python), "-m", "venv", str(folder)], check=True, timeout=300)
         subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", JUPYTERHUB,
                         "async-timeout==5.0.1"], check=True, timeout=900)
@@ -74,18 +72,21 @@ def hub_environment() -> Path:
         packages = folder / "lib" / version / "site-packages"
         (packages / "course-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
         (folder / "bin" / "nats-server").symlink_to(Path(sys.prefix) / "bin" / "nats-server")
-    subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--force-reinstall", str(REPOSITORY)], check=True, timeout=600, cwd=folder)
-    return folder / "bin"
+
+    with tool(JUPYTERHUB.replace("==", "-"), build) as folder:
+        subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
+                        "--force-reinstall", str(REPOSITORY)], check=True, timeout=600, cwd=folder)
+        return folder / "bin"
 
 
 def proxy() -> Path:
     """configurable-http-proxy, pinned, from npm (installed on first use)."""
-    folder = TOOLS / PROXY.replace("@", "-")
-    program = folder / "node_modules" / ".bin" / "configurable-http-proxy"
-    if not program.exists():
+
+    def build(folder: Path) -> None:
         subprocess.run(["npm", "install", "--silent", "--prefix", str(folder), PROXY], check=True, timeout=900)
-    return program
+
+    with tool(PROXY.replace("@", "-"), build) as folder:
+        return folder / "node_modules" / ".bin" / "configurable-http-proxy"
 
 
 def shared_postgres(folder: Path, accounts: list) -> tuple[dict[str, str], Path]:

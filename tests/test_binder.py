@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 from other_users import REPOSITORY, as_account, fresh_environment, learner_account, python_for_anyone
+from tools import tool
 
 BINDER = REPOSITORY / "binder"
 REPO2DOCKER = "jupyter-repo2docker==2026.4.0"
-TOOLS = Path(tempfile.gettempdir()) / f"idemlib-tools-{os.geteuid()}"
-"""Where the tests keep the tools they install (repo2docker), one venv per pinned version, between runs."""
 
 
 def test_the_image_s_requirements_are_pyproject_s():
@@ -43,17 +42,16 @@ def test_the_image_s_requirements_are_pyproject_s():
 
 def repo2docker() -> Path:
     """repo2docker, pinned, in a venv of the tests' own (installed on first use)."""
-    venv = TOOLS / REPO2DOCKER.replace("==", "-")
-    program = venv / "bin" / "repo2docker"
-    if not program.exists():
-        shutil.rmtree(venv, ignore_errors=True)
+
+    def build(venv: Path) -> None:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
         installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", REPO2DOCKER],
                                    capture_output=True, text=True, timeout=600)
         if installed.returncode != 0:
-            shutil.rmtree(venv, ignore_errors=True)
             pytest.fail(f"could not install {REPO2DOCKER}: {installed.stderr[-600:]}")
-    return program
+
+    with tool(REPO2DOCKER.replace("==", "-"), build) as venv:
+        return venv / "bin" / "repo2docker"
 
 
 def test_repo2docker_renders_the_image_from_binder():

@@ -16,7 +16,7 @@ import threading
 
 import nbformat
 import pytest
-from grading_cases import RIGHT, handed_in, tiny_lesson
+from grading_cases import KEY_RIGHT, RIGHT, handed_in, tiny_lesson
 from nbformat.v4 import new_code_cell
 
 from idemlib.course import sandbox
@@ -330,9 +330,30 @@ def test_an_answer_cut_off_by_the_time_limit_while_its_check_calls_it_is_not_run
                         progress=False)
     [key] = [row for row in rows if row.exercise == "check_message_key"]
     assert (key.verdict, key.hint) == ("not run", ""), key
-    # Which of the two the note says depends on how far the run got before its time was up (a busy machine gets
-    # less far): the check cut off while calling the answer, or the answer's values never sent at all.
-    assert "could not finish" in key.note or "no answer came: the hand-in's run had ended" in key.note, key.note
+    # However far the run got before its time was up (a busy machine gets less far: the check cut off while calling
+    # the answer, or the answer's values never sent at all), the note says the same.
+    assert key.note == TIME_UP.format(seconds=15), key.note
+
+
+TIME_UP = "the check could not finish: the hand-in's run reached its time limit ({seconds} s)"
+
+
+def test_an_answer_whose_run_runs_out_of_time_before_it_is_sent_says_the_check_could_not_finish(tmp_path):
+    """The other way a busy machine ends the run above: the hand-in is still working on its answer when its time is
+    up, so the judge is still waiting for the values (it said "no answer came: the hand-in's run ended")."""
+    lessons, folder = tmp_path / "lessons", tmp_path / "in"
+    lessons.mkdir()
+    folder.mkdir()
+    lesson = tiny_lesson()
+    nbformat.write(lesson, lessons / "90_tiny.ipynb")
+    stuck = f"import time\ntime.sleep(120)\n{KEY_RIGHT}"
+    nbformat.write(handed_in(lesson, edit=lambda c: setattr(c[9], "source", stuck)), folder / "stuck_key.ipynb")
+    rows = grade_folder(folder, tmp_path / "out", lessons_folder=lessons, cell_seconds=60, notebook_seconds=8,
+                        progress=False)
+    assert {r.exercise or "file": r.verdict for r in rows} == {"file": "timed out", **BLANK,
+                                                               "check_message_key": "not run"}
+    [key] = [row for row in rows if row.exercise == "check_message_key"]
+    assert (key.note, key.hint) == (TIME_UP.format(seconds=8), ""), key
 
 
 # Names that look like "honest" (or like each other) on a screen: a Cyrillic "е", a Greek "ο", a fullwidth "ｈ"

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from other_users import path_for_anyone, python_for_anyone
 
-from idemlib.servers import NATS, POSTGRES, REDIS
-from idemlib.servers.local import ensure, stop
+from idemlib.servers import NATS, POSTGRES, REDIS, local
+from idemlib.servers.local import Kind, ensure, free_port, stop, write_config
 from idemlib.servers.secret import FILE, SecretUnsafe, secret
 
 OWN = [POSTGRES, REDIS, NATS]
@@ -35,6 +38,14 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+def one_letter_off(learners: str) -> str:
+    """The learner's secret with its first letter changed: the nearest wrong secret, never the secret itself.
+
+    (Putting an ``x`` in front of the rest once gave the secret back whenever it began with ``x``, one run in 64.)
+    """
+    return ("y" if learners[0] == "x" else "x") + learners[1:]
+
+
 @pytest.mark.parametrize("server", OWN, ids=lambda s: s.key)
 def test_the_course_s_server_refuses_a_connection_without_the_learner_s_secret(server, servers_dir):
     running = ensure(server.kind, servers_dir)
@@ -42,10 +53,62 @@ def test_the_course_s_server_refuses_a_connection_without_the_learner_s_secret(s
     assert learners in running.url  # the URL the course hands out carries it ...
     assert server.version(running.url) == running.version  # ... and logs in with it
     for url in (WITHOUT[server.key].format(port=running.port),
-                WRONG[server.key].format(port=running.port, wrong="x" + learners[1:])):
+                WRONG[server.key].format(port=running.port, wrong=one_letter_off(learners))):
         with pytest.raises(Exception) as refused:  # noqa: PT011 - each client has its own error class
             server.kind.check(url)
         assert server.kind.refused(refused.value), refused.value  # refused as a login, not a dead server
+    stop([server.kind], servers_dir)
+
+
+@pytest.mark.parametrize("learners", ["xJ3q9F2kLm0pQr7sTu8vWx1yZa4bCd5e", "J3q9F2kLm0pQr7sTu8vWx1yZa4bCd5ex"])
+def test_the_wrong_secret_differs_from_the_learner_s_in_one_letter_whatever_it_begins_with(learners):
+    wrong = one_letter_off(learners)
+    assert wrong != learners and len(wrong) == len(learners)
+    assert sum(a != b for a, b in zip(wrong, learners, strict=True)) == 1
+
+
+def asking_no_password(kind: Kind) -> Kind:
+    """``kind`` as a stranger on the machine runs it: the same server, asking no password (PostgreSQL: ``trust``)."""
+
+    class Open(type(kind)):  # type: ignore[misc]
+        def initialise(self, binary: Path, data: Path, as_user: dict[str, Any], secret: str) -> None:
+            if self.key != "postgres":
+                write_config(data / {"redis": "valkey.conf", "nats": "auth.conf"}[self.key], "", as_user)
+            elif not (data / "PG_VERSION").exists():
+                subprocess.run([str(binary.with_name("initdb")), "-D", str(data), "-U", "postgres", "--auth=trust",
+                                "--no-sync", "--no-instructions"], check=True, capture_output=True, **as_user)
+
+        def url(self, port: int, secret: str) -> str:
+            return WITHOUT[self.key].format(port=port)
+
+        def check_ours(self, url: str) -> str:
+            return self.check(url)
+
+    return Open()
+
+
+@pytest.mark.parametrize("server", OWN, ids=lambda s: s.key)
+def test_a_stranger_that_takes_the_chosen_port_first_is_not_taken_for_the_course_s_server(
+        server, servers_dir, monkeypatch):
+    """Many servers start at once on a shared machine: the port the course picked may be bound by another program
+    before the course's server binds it. A stranger there that lets anyone in must not pass for the course's own."""
+    strangers = Path(tempfile.mkdtemp(prefix="idemlib-stranger-"))
+    strangers.chmod(0o755)
+    stranger = asking_no_password(server.kind)
+    try:
+        theirs = ensure(stranger, strangers)
+        ports = iter([theirs.port])  # the first port the course picks is the one the stranger just took
+        monkeypatch.setattr(local, "free_port", lambda: next(ports, None) or free_port())
+        ours = ensure(server.kind, servers_dir)
+        assert ours.port != theirs.port and ours.pid != theirs.pid
+        assert server.kind.check(theirs.url) == theirs.version  # the stranger still lets anyone in, on its own port
+        with pytest.raises(Exception) as refused:  # noqa: PT011 - each client has its own error class
+            server.kind.check(WITHOUT[server.key].format(port=ours.port))
+        assert server.kind.refused(refused.value), refused.value
+        assert server.version(ours.url) == ours.version
+    finally:
+        stop([stranger], strangers)
+        shutil.rmtree(strangers, ignore_errors=True)
     stop([server.kind], servers_dir)
 
 

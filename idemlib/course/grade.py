@@ -181,9 +181,10 @@ def as_notebook(read: dict[str, Any]) -> NotebookNode:
 
 
 def _judged(steps: list[dict[str, Any]], lesson: NotebookNode, class_: Class, *, cell_seconds: float,
-            notebook_seconds: float) -> tuple[sandbox.Outcome, dict[str, tuple[str, str]], str]:
+            notebook_seconds: float) -> tuple[sandbox.Outcome, dict[str, tuple[str, str, bool]], str]:
     """Run the referee on ``steps`` in a sandbox, its answers judged by a judge of the grader's;
-    (how the sandbox ended, each exercise's (verdict, message), the sandbox's mode)."""
+    (how the sandbox ended, each exercise's (verdict, message, whether the run was gone before its check was done),
+    the sandbox's mode)."""
     modules = modules_of_checks(lesson)
     checks = []
     for step in steps:
@@ -224,7 +225,8 @@ def _judged(steps: list[dict[str, Any]], lesson: NotebookNode, class_: Class, *,
     for line in bytes(said).splitlines():
         try:
             record = json.loads(line)
-            verdicts[str(record["exercise"])] = (str(record["verdict"]), str(record["message"]))
+            verdicts[str(record["exercise"])] = (str(record["verdict"]), str(record["message"]),
+                                                 record.get("cut_off") is True)
         except (ValueError, KeyError, TypeError):
             continue
     return outcome, verdicts, class_.mode
@@ -270,8 +272,12 @@ def grade_file(path: Path, student: str, name: str, lessons: dict[str, NotebookN
         row("", "run failed", note=f"the run ended before its last check: {_last_words(outcome)}")
     for exercise in exercises_of(lesson):
         also = "; ".join(what for name, what in report.notes if name in (exercise.name, ""))
-        verdict, message = verdicts.get(exercise.name, ("not run", "the check gave no verdict: the run ended or ran "
-                                                                   "out of time before it"))
+        verdict, message, cut_off = verdicts.get(exercise.name, ("not run", "the check gave no verdict: the run ended "
+                                                                            "or ran out of time before it", True))
+        if verdict == "not run" and cut_off and outcome.returncode is None:
+            # The run stopped at its time limit before this check was done: said so, one way, whether the check was
+            # cut off while calling the answer or the answer never came (which of the two depends on the load).
+            message = f"the check could not finish: the hand-in's run reached its time limit ({notebook_seconds:g} s)"
         hint = message if verdict == "wrong" else ""
         row(exercise.name, verdict, hint=hint, note=_joined(message if verdict in ("not run", "not judged") else "",
                                                               also))

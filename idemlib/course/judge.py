@@ -208,21 +208,22 @@ def judge(job: dict[str, Any], sandbox: Sandbox, write: Any) -> None:
             while message.get("answer") != exercise:  # an exercise it skipped, or a line it forged
                 message = sandbox.receive(max(0.1, deadline - time.monotonic()), ("answer",))
         except SandboxGone as gone:
-            write({"exercise": exercise, "verdict": "not run", "message": f"no answer came: {gone}"})
+            write({"exercise": exercise, "verdict": "not run", "message": f"no answer came: {gone}", "cut_off": True})
             continue
-        if "values" not in message:
-            verdict, said = "not run", str(message.get("failed", ""))[:300]
-        else:
-            cut_off = sandbox.calls_cut_off
+        verdict, said = "not run", str(message.get("failed", ""))[:300]
+        cut_off = False
+        if "values" in message:
+            calls_cut_off = sandbox.calls_cut_off
             try:
                 values = [load(value) for value in message["values"]]
                 verdict, said = call_check(check, values, sandbox, int(job["seed"]))
             except Exception as error:  # noqa: BLE001 - a check that breaks on an answer is a row, not a crash
                 verdict, said = "not run", f"the check could not run: {type(error).__name__}: {str(error)[:200]}"
-            if sandbox.calls_cut_off > cut_off and verdict != "right":  # the check called the answer after its run
-                # had ended (its time was up): the check's hint would blame the answer, so it is not run, saying why
-                verdict, said = "not run", f"the check could not finish: {sandbox.gone}"
-        write({"exercise": exercise, "verdict": verdict, "message": said})
+            if sandbox.calls_cut_off > calls_cut_off and verdict != "right":  # the check called the answer after
+                # its run had ended (its time was up): the check's hint would blame the answer, so it is not run
+                verdict, said, cut_off = "not run", f"the check could not finish: {sandbox.gone}", True
+        # "cut_off": the hand-in's run was gone before this check was done, which the grader words by how it ended
+        write({"exercise": exercise, "verdict": verdict, "message": said, "cut_off": cut_off})
         sandbox.send({"done": exercise})  # the referee goes on to the next answer
 
 

@@ -5,7 +5,9 @@ in ``NAME/``, its output in ``NAME.log``, and ``NAME.json`` records its process 
 port, URL and owner, so every kernel and test that needs it finds the same one again.
 Each listens on loopback only, on a port that was free when it started, and takes
 the learner's secret (:mod:`idemlib.servers.secret`), so on a shared machine it
-answers the learner who started it alone. A file lock
+answers the learner who started it alone. While it starts, what answers on its port
+must show it holds that secret, so another program that took the port first (one that
+lets any login in) is not taken for it, and another port is tried. A file lock
 per kind keeps two kernels that start at once from starting two servers.
 
 ``IDEMLIB_SERVERS_OWNER`` (set by ``make lab`` and ``make test``) is written into
@@ -32,12 +34,15 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from idemlib.servers.secret import SecretUnsafe, write_private
 from idemlib.servers.secret import secret as learners_secret
 
 STARTUP_SECONDS = 60.0
 STOP_SECONDS = 20.0
+PORT_TRIES = 3
+"""Ports tried in turn when another program takes the chosen one before the server binds it."""
 UNPRIVILEGED_USER = "nobody"
 _children: dict[int, subprocess.Popen[bytes]] = {}
 """The servers this process started, so that one it stops is reaped, not left a zombie that looks alive."""
@@ -45,6 +50,10 @@ _children: dict[int, subprocess.Popen[bytes]] = {}
 
 class CannotStart(RuntimeError):
     """The course could not start its own server of some kind (no binary for this platform, or it failed)."""
+
+
+class PortTaken(CannotStart):
+    """Another program bound the port chosen for the course's server before the server could: try another."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,15 @@ class Kind(ABC):
     @abstractmethod
     def refused(self, error: BaseException) -> str | None:
         """The server's own words when ``error`` (from :meth:`check` or a client) is a refused login; else None."""
+
+    def check_ours(self, url: str) -> str:
+        """:meth:`check`, where the server must also show it holds the learner's secret, not merely let the login in.
+
+        Asked of the course's own server while it starts, on a port that a stranger's server may have taken first:
+        one that asks for no password lets any login in. Where the kind's login is refused by a server without the
+        secret (Valkey's ``AUTH``), :meth:`check` is that proof already.
+        """
+        return self.check(url)
 
     def unsuitable(self, url: str, version: str) -> str | None:
         """Why the server at ``url`` (which took the login) is not one the lessons can use, or None when it is."""
@@ -292,10 +310,28 @@ def _start(kind: Kind, directory: Path) -> Running:
     except SecretUnsafe as error:
         raise CannotStart(str(error)) from error
     kind.initialise(binary, data, user, secret)
-    port = free_port()
-    url = kind.url(port, secret)
     log = directory / f"{kind.key}.log"
-    started = time.time()
+    for _ in range(PORT_TRIES):
+        port = free_port()
+        url = kind.url(port, secret)
+        started = time.time()
+        child = _launch(kind, binary, data, port, log, user)
+        try:
+            version = _wait_until_it_answers(kind, child, url, log)
+        except PortTaken:
+            continue  # another program bound the port between free_port() and the server: take another
+        kind.after_start(url)
+        running = Running(kind.key, child.pid, port, url, version, os.environ.get("IDEMLIB_SERVERS_OWNER", ""),
+                          started)
+        _write_record(directory, running)
+        return running
+    raise CannotStart(f"{kind.key} did not start: {PORT_TRIES} free ports in a row were taken by another program "
+                      f"before it could listen on them; the end of {log}: {_tail(log)}")
+
+
+def _launch(kind: Kind, binary: Path, data: Path, port: int, log: Path,
+            user: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """Start the server in the background, its output appended to ``log``."""
     # The log is its owner's alone, as the secret is: a server's log is nobody else's to read (a grading sandbox,
     # another learner), whatever it holds.
     with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as output:
@@ -304,26 +340,35 @@ def _start(kind: Kind, directory: Path) -> Running:
         child = subprocess.Popen(kind.command(binary, data, port), stdin=subprocess.DEVNULL, stdout=output,
                                  stderr=subprocess.STDOUT, start_new_session=True, **user)
     _children[child.pid] = child
-    version = _wait_until_it_answers(kind, child, url, log)
-    kind.after_start(url)
-    running = Running(kind.key, child.pid, port, url, version, os.environ.get("IDEMLIB_SERVERS_OWNER", ""), started)
-    _write_record(directory, running)
-    return running
+    return child
 
 
 def _wait_until_it_answers(kind: Kind, child: subprocess.Popen[bytes], url: str, log: Path) -> str:
-    deadline = time.monotonic() + STARTUP_SECONDS
+    """The version of the server ``child`` once it answers at ``url`` and shows it holds the secret.
+
+    The port was free when chosen, but another program may bind it before the server does (many servers start at
+    once on a shared machine): the server then exits, while the program that took the port answers there. Asking
+    that program for proof of the secret (:meth:`Kind.check_ours`), not for a login alone, keeps a stranger that
+    lets anyone in from passing as the course's server; :class:`PortTaken` says to try another port.
+    """
+    deadline, port = time.monotonic() + STARTUP_SECONDS, urlsplit(url).port or 0
     while True:
         try:
-            return kind.check(url)
+            return kind.check_ours(url)
         except Exception as error:  # noqa: BLE001 - every client says "not yet" in its own way
+            if child.poll() is not None and answers("127.0.0.1", port):
+                _children.pop(child.pid, None)
+                raise PortTaken(f"{kind.key}: another program took port {port} first") from error
             if child.poll() is not None or time.monotonic() > deadline:
                 if child.poll() is None:
                     _signal_and_wait(child.pid, signal.SIGKILL)
-                tail = log.read_text(errors="replace").strip().splitlines()[-5:]
                 raise CannotStart(f"{kind.key} did not start ({type(error).__name__}); the end of {log}: "
-                                  + " | ".join(tail)) from error
+                                  + _tail(log)) from error
         time.sleep(0.02)
+
+
+def _tail(log: Path) -> str:
+    return " | ".join(log.read_text(errors="replace").strip().splitlines()[-5:])
 
 
 def _signal_and_wait(pid: int, first: signal.Signals, seconds: float = STOP_SECONDS) -> None:

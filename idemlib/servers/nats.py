@@ -48,6 +48,12 @@ class Nats(Kind):
     def check(self, url: str) -> str:
         return version(url)
 
+    def check_ours(self, url: str) -> str:
+        info = login(url)
+        if not info.get("auth_required"):  # a NATS without a token takes any token: it cannot be the course's
+            raise ConnectionError(f"the NATS at {urlsplit(url).hostname}:{urlsplit(url).port} asks for no token")
+        return f"NATS {info['version']}"
+
     def refused(self, error: BaseException) -> str | None:
         words = str(error)
         return "Authorization Violation" if "authorization violation" in words.lower() else None

@@ -108,6 +108,11 @@ class Postgres(Kind):
     def check(self, url: str) -> str:
         return version(url.rsplit("/", 1)[0] + "/postgres")
 
+    def check_ours(self, url: str) -> str:
+        # SCRAM proves both ways: the server signs its last message with what the password made, so only a server
+        # holding the secret completes it. A PostgreSQL that lets anyone in (trust) is refused by the client here.
+        return version(url.rsplit("/", 1)[0] + "/postgres?require_auth=scram-sha-256")
+
     def refused(self, error: BaseException) -> str | None:
         said = re.search(r"FATAL:\s+(.*)", str(error))
         words = said.group(1).strip() if said else ""
