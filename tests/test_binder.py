@@ -44,7 +44,7 @@ def repo2docker() -> Path:
     """repo2docker, pinned, in a venv of the tests' own (installed on first use)."""
 
     def build(venv: Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
         installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", REPO2DOCKER],
                                    capture_output=True, text=True, timeout=600)
         if installed.returncode != 0:
