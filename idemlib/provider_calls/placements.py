@@ -81,9 +81,13 @@ class PendingChargeHandler(Handler):
         """The key a new pending row stores: derived from the message ID, as :class:`ProviderHandler`'s."""
         return f"{message_id}:charge"
 
+    def sessions(self, database: PaymentsDatabase) -> Callable[[], Any]:
+        """Every handler's sessions, once ``pending_calls`` exists on ``database``: made once a run, not per delivery."""
+        database.session().execute(PENDING_CALLS)
+        return database.session
+
     def run(self, ctx: Context) -> Steps:
         charge = parse_charge(ctx.delivery.message)
-        ctx.db.execute(PENDING_CALLS)
         yield "begin"
         ctx.db.begin()
         yield "record pending"
