@@ -182,7 +182,7 @@ def charges_and_conflicts(effect: str = "charges", amount: int = 1) -> Tally:
 
 
 def interleavings(
-    handler: Handler,
+    handler: Handler | Callable[[], Handler],
     messages: Message | Sequence[Message] = RUNNING_EXAMPLE,
     database: PaymentsDatabase | None = None,
     provider: Callable[[], PaymentProvider] | None = None,
@@ -204,20 +204,24 @@ def interleavings(
     each a string such as ``"AABB..."`` with one letter per step (both consumers take every
     step), instead of all of them. ``tally`` says what a row counts: by default one message's
     :func:`charges_and_conflicts` under the name ``effect`` (charges; accounts, for the loan
-    service); the batched inbox counts its messages' outcomes instead.
+    service); the batched inbox counts its messages' outcomes instead. ``handler`` may be a
+    factory instead: each schedule then gets a new handler, for a handler with a memory that
+    ``database.empty()`` does not reach (a cache's claims).
     """
+    fresh = (lambda: handler) if isinstance(handler, Handler) else handler
     database = database or DuckDBPayments()
     batch = [messages] if isinstance(messages, Message) else list(messages)
     if tally is None:  # a message the handler cannot read is refused here, saying why
-        tally = charges_and_conflicts(effect, handler.read(batch[0]).amount)
-    steps = len(handler.steps)
+        tally = charges_and_conflicts(effect, fresh().read(batch[0]).amount)
+    steps = len(fresh().steps)
     seen: dict[tuple[str, ...], Mapping[str, object]] = {}
     for schedule in every_schedule(steps) if schedules is None else schedules:
         if len(schedule) != 2 * steps or schedule.count("A") != steps or set(schedule) - {"A", "B"}:
             raise ValueError(f"a schedule is {2 * steps} letters, {steps} A and {steps} B; got {''.join(schedule)!r}")
         database.empty()
         payments = provider() if provider else None
-        engine, taken = play_schedule(handler, handler.sessions(database), batch, schedule, provider=payments,
+        played = fresh()
+        engine, taken = play_schedule(played, played.sessions(database), batch, schedule, provider=payments,
                                       max_deliveries=max_deliveries)
         seen.setdefault(taken, tally(engine, batch, database, payments))
     return pd.DataFrame([{"interleaving": " → ".join(taken), **row} for taken, row in seen.items()])
@@ -279,24 +283,11 @@ def play_schedule(handler: Handler, sessions: Callable[[], Any], messages: Seque
 
 def in_every_order(fresh: Callable[[], Handler], database: PaymentsDatabase,
                    message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
-    """Two consumers holding ``message`` at once, in every order in which their steps can interleave,
-    each order played (:func:`play_schedule`) on a new handler from ``fresh`` and the emptied ``database``.
-
-    :func:`interleavings` keeps one handler for every order, which suits a handler whose whole memory is
-    the database; this one suits a handler with a memory that ``database.empty()`` does not reach (a
-    cache's claims). Schedules that play out as the same moves (a consumer that finds a claim stops
-    early) are one order. One row per distinct order: its moves and its outcome.
-    """
-    handler = fresh()
-    tally = charges_and_conflicts("charges", handler.read(message).amount)
-    seen: dict[tuple[str, ...], object] = {}
-    for schedule in every_schedule(len(handler.steps)):
-        handler = fresh()
-        database.empty()
-        engine, taken = play_schedule(handler, handler.sessions(database), [message], schedule)
-        seen.setdefault(taken, tally(engine, [message], database, None)["outcome"])
-    return pd.DataFrame([(" → ".join(taken), outcome) for taken, outcome in seen.items()],
-                        columns=["interleaving", "outcome"])
+    """Two consumers holding ``message`` at once, in every order in which their steps can interleave, each
+    order played by :func:`interleavings` on a new handler from ``fresh``: one row per distinct order, its
+    moves and its outcome (schedules that play out as the same moves, a consumer that finds a claim and
+    stops early, are one order)."""
+    return interleavings(fresh, message, database)[["interleaving", "outcome"]]
 
 
 def places_to_remember(cache: Cache) -> dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]]:
