@@ -120,14 +120,14 @@ def index_after_inserts(count: int = 50_000, seed: int = 5) -> pd.DataFrame:
     connection = database.connect().connection
     density = _pgstattuple(connection)  # without it, the density is worked out instead
     figures = {}
+    kinds = {"UUID version 4 (random)": [str(one) for one in uuid4s(count, seed)],
+             "UUID version 7 (time-ordered)": [str(one) for one in uuid7s(count, seed)]}  # made once, for both columns
     for key, id_type in KEY_TYPES.items():
-        for label, ids in {"UUID version 4 (random)": uuid4s(count, seed),
-                           "UUID version 7 (time-ordered)": uuid7s(count, seed)}.items():
+        for label, ids in kinds.items():
             connection.execute("DROP TABLE IF EXISTS processed_messages")
             connection.execute(inbox_table(id_type))
             connection.execute(f"INSERT INTO processed_messages SELECT id::{id_type} "
-                               "FROM unnest(%s::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n",
-                               ([str(one) for one in ids],))
+                               "FROM unnest(%s::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n", (ids,))
             figures[(key, label)] = _index_figures(connection, "processed_messages", density=density)
     table = pd.DataFrame.from_dict(figures, orient="index")
     table.index.names = ["inbox key column", "IDs inserted"]
