@@ -148,3 +148,19 @@ def test_make_bench_says_refused_too(servers_dir, another_learners_folder):
     assert done.returncode == 0, done.stderr
     assert f"A PostgreSQL on 127.0.0.1:{theirs.port} refused the course's login" in done.stdout
     assert "not reachable" not in done.stdout
+
+
+def test_a_program_on_the_port_of_the_course_s_server_after_it_stopped_is_not_handed_out(servers_dir):
+    """The URL a process found is used again only while it is still the course's server there: a stranger that
+    binds its port once it has stopped answers there too, and must not get the course's work (or its secret)."""
+    import socket
+
+    first = REDIS.url()
+    port = urlsplit(first).port
+    stop([REDIS.kind], servers_dir)
+    with socket.create_server(("127.0.0.1", port)) as stranger:
+        stranger.listen()
+        again = REDIS.url()
+        [ours] = status([REDIS.kind], servers_dir)
+        assert again == ours.url and urlsplit(again).port != port
+    forget()

@@ -58,8 +58,9 @@ class Server:
             return given
         with _lock:
             known = _found.get(self)
-            if known is not None and _answers(known):
+            if known is not None and self._still_there(known):
                 return known
+            _own.discard(self)
             if self.kind is None:
                 found, where = self.default_url, "already running there"
             elif self in _failed:
@@ -76,6 +77,7 @@ class Server:
                     _failed[self] = str(error)
                     return self.default_url
                 found = running.url
+                _own.add(self)
                 where = f"the course's own, run from the pip package {self.kind.package}; `make stop` stops it"
             _found[self] = found
         _note(self, found, where)
@@ -124,6 +126,16 @@ class Server:
             return self.reason(error)
         return None
 
+    def _still_there(self, url: str) -> bool:
+        """Whether the server found at ``url`` earlier is still the one there. The course's own: while its record
+        names a live server of the course's at that URL, since a program that took the port after the server exited
+        answers there too. One found at the default address (the learner's, which took the login): while it answers."""
+        if self in _own:
+            assert self.kind is not None
+            running = local.find(self.kind)
+            return running is not None and running.url == url
+        return _answers(url)
+
     def _refusal(self, url: str) -> str | None:
         """None when the server at ``url`` takes the course's login and is one the lessons can use; else a sentence
         saying what it is and why the course will not use it."""
@@ -144,6 +156,8 @@ _lock = threading.Lock()
 _found: dict[Server, str] = {}
 _failed: dict[Server, str] = {}
 _refused: dict[Server, str] = {}
+_own: set[Server] = set()
+"""The servers whose URL in ``_found`` is the course's own, started or found by :func:`local.ensure`."""
 """The servers at a default address that answered but that the course will not use, and why."""
 _noted: set[tuple[str, str]] = set()
 
@@ -179,6 +193,7 @@ def forget() -> None:
     """Forget the servers this process found, so the next use looks again (for tests that stop them)."""
     with _lock:
         _found.clear()
+        _own.clear()
         _failed.clear()
         _refused.clear()
         _noted.clear()
