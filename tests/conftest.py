@@ -212,7 +212,7 @@ def servers_dir(monkeypatch):
     under root) can reach; every server started in it is stopped afterwards, and no other."""
     from idemlib.servers import OWN_KINDS, forget, local
 
-    folder = Path(tempfile.mkdtemp(prefix="idemlib-servers-"))
+    folder = Path(tempfile.mkdtemp(prefix="idemlib-servers-", dir=local.open_temp()))
     folder.chmod(0o755)
     monkeypatch.setenv("IDEMLIB_SERVERS_DIR", str(folder))
     forget()

@@ -22,6 +22,8 @@ import pytest
 from other_users import REPOSITORY, as_account, fresh_environment, learner_account, python_for_anyone
 from tools import tool
 
+from idemlib.servers.local import open_temp
+
 BINDER = REPOSITORY / "binder"
 REPO2DOCKER = "jupyter-repo2docker==2026.4.0"
 
@@ -72,7 +74,7 @@ def image() -> Iterator[tuple[Path, Path, object]]:
     """A repository copy and a fresh environment owned by the image's user (not root), after postBuild ran there."""
     if python_for_anyone() is None:
         pytest.skip("no Python here that another user may run")
-    root = Path(tempfile.mkdtemp(prefix="idemlib-image-"))
+    root = Path(tempfile.mkdtemp(prefix="idemlib-image-", dir=open_temp()))
     root.chmod(0o755)
     with learner_account(f"idemlib-img-{os.getpid() % 100000}", root / "home") as account:
         environment = root / "env"

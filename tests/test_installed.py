@@ -19,12 +19,14 @@ from pathlib import Path
 import pytest
 from other_users import REPOSITORY, as_account, installed_course, learner_account, python_for_anyone
 
+from idemlib.servers.local import open_temp
+
 
 @pytest.fixture(scope="module")
 def environment() -> Iterator[Path]:
     if python_for_anyone() is None:
         pytest.skip("no Python here that another user may run")
-    folder = Path(tempfile.mkdtemp(prefix="idemlib-installed-"))
+    folder = Path(tempfile.mkdtemp(prefix="idemlib-installed-", dir=open_temp()))
     folder.chmod(0o755)
     python = installed_course(folder / "env")
     subprocess.run(["chmod", "-R", "a-w", str(folder / "env")], check=True)
@@ -41,7 +43,7 @@ def as_learner(python: Path, account, *arguments: str) -> subprocess.CompletedPr
 
 
 def test_the_installed_course_keeps_its_servers_in_the_learner_s_home(environment, request):
-    root = Path(tempfile.mkdtemp(prefix="idemlib-homes-"))
+    root = Path(tempfile.mkdtemp(prefix="idemlib-homes-", dir=open_temp()))
     root.chmod(0o755)
     request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     with learner_account(f"idemlib-ro-{os.getpid() % 100000}", root / "learner") as account:

@@ -35,7 +35,7 @@ from test_grade_every_lesson import solved_copy
 from idemlib.course.lessons import LESSONS
 from idemlib.course.publish import student_copy
 from idemlib.servers import POSTGRES
-from idemlib.servers.local import free_port, stop
+from idemlib.servers.local import free_port, open_temp, stop
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("npm") is None or python_for_anyone() is None,
                                 reason="a hub with learners as Unix users needs root, npm and a Python any user runs")
@@ -131,7 +131,7 @@ def hub_tools():
 
 @pytest.fixture
 def class_of_three() -> Iterator[tuple[Path, list]]:
-    root = Path(tempfile.mkdtemp(prefix="idemlib-hub-"))
+    root = Path(tempfile.mkdtemp(prefix="idemlib-hub-", dir=open_temp()))
     root.chmod(0o755)
     suffix = f"{os.getpid() % 10000}"
     with learner_account(f"{LEARNERS[0]}{suffix}", root / "home" / LEARNERS[0]) as first, \

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from idemlib.servers import NATS, POSTGRES, REDIS, forget
-from idemlib.servers.local import Running, ensure, status, stop
+from idemlib.servers.local import Running, ensure, open_temp, status, stop
 
 REFUSED = {"postgres": 'password authentication failed for user "postgres"',
            "redis": "NOAUTH Authentication required", "nats": "Authorization Violation"}
@@ -37,7 +37,7 @@ def another_learners_folder() -> Iterator[Path]:
     """A second folder of servers: another learner's, with a secret of its own."""
     from idemlib.servers import OWN_KINDS
 
-    folder = Path(tempfile.mkdtemp(prefix="idemlib-other-learner-"))
+    folder = Path(tempfile.mkdtemp(prefix="idemlib-other-learner-", dir=open_temp()))
     folder.chmod(0o755)
     yield folder
     stop(list(OWN_KINDS.values()), folder)

@@ -22,7 +22,7 @@ import pytest
 from other_users import path_for_anyone, python_for_anyone
 
 from idemlib.servers import NATS, POSTGRES, REDIS, local
-from idemlib.servers.local import Kind, ensure, free_port, stop, write_config
+from idemlib.servers.local import Kind, ensure, free_port, open_temp, stop, write_config
 from idemlib.servers.secret import FILE, SecretUnsafe, secret
 
 OWN = [POSTGRES, REDIS, NATS]
@@ -92,7 +92,7 @@ def test_a_stranger_that_takes_the_chosen_port_first_is_not_taken_for_the_course
         server, servers_dir, monkeypatch):
     """Many servers start at once on a shared machine: the port the course picked may be bound by another program
     before the course's server binds it. A stranger there that lets anyone in must not pass for the course's own."""
-    strangers = Path(tempfile.mkdtemp(prefix="idemlib-stranger-"))
+    strangers = Path(tempfile.mkdtemp(prefix="idemlib-stranger-", dir=open_temp()))
     strangers.chmod(0o755)
     stranger = asking_no_password(server.kind)
     try:

@@ -35,6 +35,7 @@ from idemlib.servers.local import (
     as_user,
     ensure,
     free_port,
+    open_temp,
     reachable,
     servers_dir,
     shelter,
@@ -129,7 +130,7 @@ def test_two_kernels_starting_at_once_share_one_server(servers_dir):
 def a_nats_of_the_learners(jetstream: bool = True) -> Iterator[int]:
     """A NATS server without a password, as a learner runs one by hand, on a free port (as ``nobody`` under root)."""
     port, user = free_port(), as_user()
-    store = Path(tempfile.mkdtemp(prefix="idemlib-learners-nats-"))
+    store = Path(tempfile.mkdtemp(prefix="idemlib-learners-nats-", dir=open_temp()))
     if user:
         os.chown(store, user["user"], user["group"])
     options = ["--jetstream", "--store_dir", str(store)] if jetstream else []

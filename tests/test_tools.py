@@ -53,3 +53,24 @@ def test_a_build_cut_off_is_begun_again_from_nothing_by_the_next_run(tmp_path):
     [again] = run_builders(tmp_path, "ok")
     assert again.returncode == 0 and again.stdout == "whole\n", again.stderr
     assert (tmp_path / "builds.log").read_text() == "start\nstart\nend\n"
+
+
+def tools_folder_under(temporary: Path) -> Path:
+    """Where a test run whose TMPDIR is ``temporary`` builds its tools."""
+    here = str(Path(tools.__file__).parent)
+    return Path(subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); import tools; "
+                                "print(tools.TOOLS)"], env={"TMPDIR": str(temporary), "PATH": "/usr/bin:/bin"},
+                               capture_output=True, text=True, check=True).stdout.strip())
+
+
+def test_a_private_temporary_folder_still_gives_tools_every_user_can_reach(tmp_path):
+    """A TMPDIR only its owner may enter (mode 700) would refuse the hub's learners its venv: the tools go to /tmp."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    assert tools_folder_under(private).parent == Path("/tmp")
+    shared = Path("/tmp") / f"idemlib-open-{tmp_path.name}"
+    shared.mkdir(mode=0o755)
+    try:
+        assert tools_folder_under(shared).parent == shared  # a TMPDIR every user may enter is kept
+    finally:
+        shared.rmdir()

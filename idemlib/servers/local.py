@@ -162,9 +162,16 @@ def reachable(path: Path) -> bool:
     return all(parent.stat().st_mode & stat.S_IXOTH for parent in path.resolve().parents if parent.exists())
 
 
+def open_temp() -> Path:
+    """The temporary folder, where every user may pass through it; else ``/tmp``. A private TMPDIR (mode 700) would
+    keep ``nobody`` out of a server's folder made there (and the tests' other users out of theirs)."""
+    given = Path(tempfile.gettempdir())
+    return given if reachable(given / "folder") else Path("/tmp")
+
+
 def shelter() -> Path:
     """Root's own folder in the temp dir, one per venv, for a venv that ``nobody`` cannot reach (say, under /root)."""
-    folder = Path(tempfile.gettempdir()) / f"idemlib-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}"
+    folder = open_temp() / f"idemlib-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}"
     folder.mkdir(mode=0o755, exist_ok=True)
     info = folder.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:

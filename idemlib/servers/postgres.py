@@ -78,7 +78,9 @@ class Postgres(Kind):
                 _set_password(binary, data, as_user, secret)  # a cluster made before, under another password
                 mark.write_text(digest)
             return
-        with tempfile.NamedTemporaryFile("w", suffix=".pw") as password:
+        # Beside the cluster, which its user can reach, not in the temp dir: a private TMPDIR (mode 700) keeps nobody
+        # out of it. The file is the owner's alone (0600) and goes once initdb has read it.
+        with tempfile.NamedTemporaryFile("w", suffix=".pw", dir=data.parent) as password:
             password.write(secret)
             password.flush()
             if as_user:
