@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,11 @@ def test_a_user_left_behind_by_a_killed_grading_command_is_taken_again_and_empti
     holder = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
     uid = int(holder.stdout.readline())
     orphan = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "sleep", "600"])
+    # Until setpriv has changed its user, it is root's, and no sweep of the user's processes can see it.
+    deadline = time.monotonic() + 30
+    while os.stat(f"/proc/{orphan.pid}").st_uid != uid:
+        assert time.monotonic() < deadline, "the orphan never ran as the sandbox's user"
+        time.sleep(0.01)
     holder.kill()  # killed outright: its lock goes with it, its hand-in's process stays
     holder.wait()
     with contextlib.ExitStack() as taken:  # another grading run may hold lower users meanwhile: take until ours

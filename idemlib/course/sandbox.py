@@ -49,14 +49,16 @@ from pathlib import Path
 
 import idemlib
 from idemlib.course.budget import Budget, budget_kind  # noqa: F401 - budget_kind: how a sandbox is bounded here
+from idemlib.servers.local import open_temp
 
 BUBBLEWRAP, DEDICATED_USER = "bubblewrap", "dedicated user"
 FIRST_UID = 61000  # the unprivileged users sandboxes run as, from 61000 on (no account needed)
 USERS = 64  # how many sandboxes may run at once on this machine, every grading command together
 # Which of those users is taken: one lock file each, held for the run. A user is machine-wide, so two
 # grading commands (or two test workers) must never hand the same one out: its process limit and the
-# kill at the end of a run would reach the other command's hand-in.
-TAKEN = Path(tempfile.gettempdir()) / "idemlib-sandbox-users"
+# kill at the end of a run would reach the other command's hand-in. So the locks are in /tmp itself, whatever
+# TMPDIR each command has.
+TAKEN = Path("/tmp") / "idemlib-sandbox-users"
 # Without root, the process limit counts every task of the teacher's user, whose other programs (a
 # notebook, a server, another test worker) may start threads while a hand-in runs; they get this much
 # room, so a hand-in does not fail for their growth. A fork bomb is still stopped, this many on.
@@ -251,7 +253,8 @@ def run(argv: list[str], stdin: bytes, *, limits: Limits = Limits(), hidden: Seq
     mode = mode or available_mode()
     own_user = os.geteuid() == 0  # as root, the code drops to a user of its own; otherwise bubblewrap maps one
     fds = dict(fds or {})
-    with tempfile.TemporaryDirectory(prefix="idemlib-sandbox-") as folder, \
+    # The dedicated user works in this folder, so it sits where every user may pass (never a private TMPDIR's).
+    with tempfile.TemporaryDirectory(prefix="idemlib-sandbox-", dir=open_temp()) as folder, \
             (user_of_its_own() if own_user else nullcontext(None)) as uid, Budget(limits) as budget:
         scratch = Path(folder)
         if mode == DEDICATED_USER and uid is not None:  # a dedicated user is had only as root
