@@ -23,7 +23,8 @@ from idemlib.course.publish import student_copy
 
 LESSON = "02_save_the_id_with_the_work"
 WRONG = {0: 'inbox_insert = "INSERT INTO processed_messages (message_id) VALUES (?)"',
-         1: 'double_charging_crash = "crash before commit"'}
+         1: 'early_ack_column = {step: "charged once" for step in ("no fault", "crash before begin", '
+            '"crash before charge", "crash before ack", "crash before commit", "ack lost")}'}
 
 
 def class_of(count: int, folder: Path) -> None:
