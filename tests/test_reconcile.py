@@ -142,3 +142,11 @@ def test_only_a_person_charges_anew_and_only_where_no_charge_carries_the_key():
     line = charge_anew(database, provider, "m-7f3")
     assert line["charge recorded"] == "ch_81" and provider.total_charged() == database.total_charged() == 40
     assert stuck_rows(database) == [] and reconcile(database, provider) == []
+
+
+def test_charge_anew_refuses_a_row_already_settled():
+    database, provider = left_pending("v1 answered 500, money taken")
+    reconcile(database, provider)  # records ch_81
+    with pytest.raises(ValueError, match="nothing is owed"):
+        charge_anew(database, provider, "m-7f3")
+    assert provider.total_charged() == database.total_charged() == 40

@@ -248,18 +248,22 @@ def charge_anew(database: PaymentsDatabase, provider: PaymentProvider, message_i
     It looks once more first and refuses if the row's key made a charge. A second run, or the row's message
     replayed, sends the same new key, so the person's decision charges once.
     """
-    [row] = [row for row in stuck_rows(database) if row.message_id == message_id]
+    rows = [row for row in stuck_rows(database) if row.message_id == message_id]
+    if not rows:
+        raise ValueError(f"{message_id}: no pending row without a result, so nothing is owed")
+    [row] = rows
     if provider.charges_carrying(row.key):
         raise ValueError(f"{message_id}: a charge carries the key {row.key!r}; reconcile() records it, "
                          "and a new key would charge a second time")
     session = database.session()
     p = session.placeholder
+    new_key = key_of_call(message_id, "charge-anew")
     session.begin()
     session.execute(f"UPDATE pending_calls SET idempotency_key = {p}, since = {p}, last_status = NULL "
-                    f"WHERE message_id = {p}", (key_of_call(message_id, "charge-anew"), provider.clock.now(), message_id))
+                    f"WHERE message_id = {p}", (new_key, provider.clock.now(), message_id))
     session.commit()
     [again] = [row for row in stuck_rows(database) if row.message_id == message_id]
-    return _settle(session, provider, again, look_up_first=True)
+    return {"new key": new_key, **_settle(session, provider, again, look_up_first=True)}
 
 
 LEFT_PENDING: dict[str, Callable[[PaymentProvider], None]] = {
