@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from idemlib.broker import Delivery
 from idemlib.messages import BadMessage, Charge, Message, parse_charge
-from idemlib.provider import Response
+from idemlib.provider import Response, key_of_call
 from idemlib.stores import PaymentsDatabase, PaymentsSession
 from idemlib.stores.cache import Cache
 
@@ -351,7 +351,7 @@ class ProviderHandler(InboxHandler):
 
     def key_for(self, message_id: str) -> str | None:
         """The idempotency key for this message's charge: derived from its ID, so every retry reuses it."""
-        return f"{message_id}:charge" if self.keyed else None
+        return key_of_call(message_id, "charge") if self.keyed else None
 
     def run(self, ctx: Context) -> Steps:
         if self.call == "before":

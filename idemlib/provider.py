@@ -36,6 +36,7 @@ in :attr:`Behaviour.assumed`.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,15 @@ class Behaviour:
     retention_is_floor: bool = False
     """The source promises keys for at least ``retention_seconds`` and may prune them any time after (Stripe's v1),
     rather than naming a window."""
+    unsaved_statuses: frozenset[int] = frozenset()
+    """Errors answered before the idempotency layer, so nothing is saved under the key and a retry with it is a fresh
+    attempt: Stripe's 429 (its rate limiters run first), 401 (no API key) and 409 (a concurrent request with the key)."""
+    longest_key: int | None = None
+    """The longest key accepted (Stripe: 255 characters); a longer one is refused before anything is saved."""
+
+    def replays(self, status: int) -> bool:
+        """Whether a retry with the key gets this error ``status`` back: only if it was saved, once execution began."""
+        return self.replays_errors and status >= 400 and status not in self.unsaved_statuses
 
 
 def behaviours() -> dict[str, Behaviour]:
@@ -70,17 +80,23 @@ def behaviours() -> dict[str, Behaviour]:
     missing, in_progress, mismatch = (fact_number(f"ietf_draft06_{n}_status")
                                       for n in ("missing_key", "in_progress", "payload_mismatch"))
     key_in_use = fact_number("stripe_key_in_use_status")
+    # Rows stripe_before_idempotency_layer (429, a 401 without an API key) and stripe_v1_saved_once (a request that
+    # conflicts with a concurrent one, Stripe's 409): turned away before the idempotency layer, nothing saved.
+    unsaved = frozenset({fact_number("stripe_rate_limit_status"), 401, key_in_use})
+    longest = fact_number("stripe_key_max_length")
     return {
         "stripe-v1": Behaviour("stripe-v1", key_required=False, replays_errors=True,
                                retention_seconds=fact_seconds("stripe_v1_key_min_age"), mismatch_status=400,
                                in_progress_status=key_in_use, missing_key_status=missing,
                                modelled=frozenset({"mismatch_status"}), retention_is_floor=True,
-                               assumed="the mismatch status (400) is the model's; keys are removed at exactly 24 hours "
+                               unsaved_statuses=unsaved, longest_key=longest,
+                               assumed="the mismatch status (400) is the model's, and so is the 400 for a key over "
+                                       f"{longest} characters; keys are removed at exactly 24 hours "
                                        "(Stripe: at least 24); a saved 500 is replayed on every retry (Stripe: "
                                        "usually)"),
         "stripe-v2": Behaviour("stripe-v2", key_required=False, replays_errors=False,
                                retention_seconds=fact_seconds("stripe_v2_replay_window"), mismatch_status=400,
-                               in_progress_status=key_in_use, missing_key_status=missing,
+                               in_progress_status=key_in_use, missing_key_status=missing, longest_key=longest,
                                modelled=frozenset({"mismatch_status", "in_progress_status", "replays_errors"}),
                                assumed="v2 is modelled to reject other parameters as v1 does, with the same statuses; "
                                        "a retry always completes the failed work (Stripe: when possible)"),
@@ -92,6 +108,19 @@ def behaviours() -> dict[str, Behaviour]:
                                         "retry with the earlier result, 'success or an error'; a failure the server "
                                         "rolled back completed nothing, so the model runs the retry instead"),
     }
+
+
+def key_of_call(message_id: str, call: str) -> str:
+    """The idempotency key of one call a handler makes for a message, ``<message ID>:<call>``, within Stripe's limit.
+
+    The inbox admits message IDs of up to ``LONGEST_ID`` (255) characters (:mod:`idemlib.messages`), so the
+    joined key can pass the 255 Stripe accepts. Such a key sends the ID's SHA-256 instead (64 hex digits),
+    its call marked ``#sha256``: a call's name never holds a '#', so no key of a short ID reads the same.
+    """
+    key = f"{message_id}:{call}"
+    if len(key) <= fact_number("stripe_key_max_length"):
+        return key
+    return f"{hashlib.sha256(message_id.encode()).hexdigest()}:{call}#sha256"
 
 
 @dataclass(frozen=True)
@@ -138,6 +167,7 @@ class PaymentProvider:
     _keys: dict[str, _Stored] = field(default_factory=dict)
     _failures: list[_Failure] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(81))
+    _carried: dict[str, str | None] = field(default_factory=dict)  # charge ID -> the key its call carried
 
     def refuse_next(self, count: int = 1, *, status: int | None = None) -> None:
         """Turn the next ``count`` requests away before the endpoint begins (by default a rate limit): nothing is saved.
@@ -165,7 +195,10 @@ class PaymentProvider:
             if self.behaviour.key_required:
                 return Response(self.behaviour.missing_key_status,
                                 {"error": "Idempotency-Key is required for this request; send a unique key and retry"})
-            return self._work(parameters, _Stored(parameters, self.clock.now()))
+            return self._work(parameters, _Stored(parameters, self.clock.now()), key)
+        if self.behaviour.longest_key is not None and len(key) > self.behaviour.longest_key:
+            return Response(400, {"error": f"an idempotency key is at most {self.behaviour.longest_key} characters; "
+                                           f"this one has {len(key)}"})  # refused before the idempotency layer
         stored = self._keys.get(key)
         if stored is not None and self.clock.now() - stored.created_at >= self.behaviour.retention_seconds:
             del self._keys[key]  # the key has expired: it is forgotten, and a reuse runs as a new request
@@ -174,7 +207,7 @@ class PaymentProvider:
             if self._failures and not self._failures[0].began:
                 return self._refuse()  # turned away before the endpoint began: the key stays unknown
             stored = self._keys[key] = _Stored(parameters, self.clock.now())
-            return self._work(parameters, stored)
+            return self._work(parameters, stored, key)
         if stored.parameters != parameters:
             return Response(self.behaviour.mismatch_status,
                             {"error": f"key {key!r} was first used with {stored.parameters}; a different request "
@@ -182,18 +215,12 @@ class PaymentProvider:
         if stored.response is None:
             return Response(self.behaviour.in_progress_status, {"error": f"a request with key {key!r} is still in progress"})
         if not stored.response.ok and not self.behaviour.replays_errors:
-            return self._work(parameters, stored)  # v2: run the failed work again, to completion
+            return self._work(parameters, stored, key)  # v2: run the failed work again, to completion
         return Response(stored.response.status, stored.response.body, replayed=True)
 
     def stored_keys(self) -> dict[str, str | None]:
         """Each idempotency key the provider keeps, with the ID of the charge its first result made (None if none)."""
         return {key: stored.response.body.get("id") if stored.response else None for key, stored in self._keys.items()}
-
-    def age_keys(self, seconds: float) -> None:
-        """Let ``seconds`` pass for every key stored so far: the time between handling a message and its
-        replay from a dead-letter queue, when the next run starts on a clock of its own."""
-        for stored in self._keys.values():
-            stored.created_at -= seconds
 
     def begin(self, key: str, *, order_id: int, amount: int) -> None:
         """Register ``key`` as in progress without finishing it: a first request still being processed."""
@@ -203,6 +230,15 @@ class PaymentProvider:
         """The charges made for ``order_id``: what a caller reads to find out whether an unclear attempt took the money."""
         return [charge for charge in self.charges if charge["order_id"] == order_id]
 
+    def charges_carrying(self, key: str) -> list[dict[str, Any]]:
+        """The charges made by calls that carried ``key``, found long after the key itself was pruned.
+
+        The model's stand-in for the caller's own ID sent with the charge as metadata and searched for
+        later (Stripe: metadata, and a search that finds a new charge within a minute or so). Unlike
+        :meth:`charges_for`, it cannot confuse two calls for one order, a $40 charge and a $5 fee.
+        """
+        return [charge for charge in self.charges if self._carried[charge["id"]] == key]
+
     def total_charged(self) -> int:
         """Dollars really taken from cards."""
         return sum(charge["amount"] for charge in self.charges)
@@ -211,13 +247,14 @@ class PaymentProvider:
         status = self._failures.pop(0).status
         return Response(status, {"error": f"request refused before it was processed ({status}); retry with the same key"})
 
-    def _work(self, parameters: dict[str, Any], stored: _Stored) -> Response:
+    def _work(self, parameters: dict[str, Any], stored: _Stored, key: str | None) -> Response:
         if self._failures and not self._failures[0].began:
             return self._refuse()
         failure = self._failures.pop(0) if self._failures else None
         if stored.charge is None and (failure is None or failure.charged):
             stored.charge = {"id": f"ch_{next(self._ids)}", **parameters}
             self.charges.append(stored.charge)
+            self._carried[stored.charge["id"]] = key
         if failure is not None:
             stored.response = Response(failure.status, {"error": "internal error while processing the charge"})
         else:
@@ -261,7 +298,7 @@ def _after_a_day(provider: PaymentProvider, key: str) -> None:
 
 
 def _look_first(provider: PaymentProvider, key: str) -> None:
-    if not provider.charges_for(1042):  # nothing was taken: only now is a second attempt safe
+    if not provider.charges_carrying(key):  # nothing was taken: only now is a second attempt safe
         _charge_1042(provider, f"{key}:2")
 
 

@@ -162,7 +162,10 @@ class Engine:
         self.faults = faults or FaultPlan()
         self.durations: Durations = step_seconds if step_seconds is not None else {}
         self.provider, self.policy = provider, policy or EarliestDue()
-        self.clock = VirtualClock()
+        # A run with a provider goes on from the provider's time, so a second run (a replay from the dead-letter
+        # queue, a day later) finds the keys, and the rows it wrote, as old as they are.
+        self.clock = VirtualClock(provider.clock.now() if provider is not None else 0.0)
+        self._started = self.clock.now()
         if provider is not None:
             provider.clock = self.clock
         self.trace = Trace(self.clock, total_charged)
@@ -227,8 +230,8 @@ class Engine:
 
     def result(self, messages: list[Message], payments: pd.DataFrame) -> RunResult:
         """The run as a :class:`RunResult`, with the ``payments`` read back from wherever the consumers wrote them."""
-        return RunResult(messages, self.trace.to_frame(), payments, list(self.broker.dead_letters), self.clock.now(),
-                         self.provider)
+        return RunResult(messages, self.trace.to_frame(), payments, list(self.broker.dead_letters),
+                         self.clock.now() - self._started, self.provider)
 
     def _wake(self, worker: Worker, at: float) -> None:
         worker.ready_at = at

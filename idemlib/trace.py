@@ -49,6 +49,8 @@ class Event(StrEnum):
     RAISED = "raised"
     # The payment provider's answer
     PROVIDER_ANSWERED = "provider answered"
+    # A pending row (lesson 04) older than the provider keeps keys: its key may be gone, so no call is made
+    LEFT_FOR_RECONCILER = "pending past the key's lifetime: left for the reconciler"
     # Long work (lesson 09): an in-progress record, a claim, a deadline
     BACKED_OFF = "in progress: backed off"
     TAKEN_OVER = "deadline passed: taken over"

@@ -22,9 +22,21 @@ def test_a_call_inside_the_transaction_keeps_the_connection_idle_in_transaction_
     assert seen["second delivery waits on"] == "Lock (transactionid)"
     assert seen["second delivery blocked by the first"] is True
     assert seen["second delivery finished before the answer"] is False
-    assert seen["second delivery, once the first committed"] == "duplicate: skip"
+    assert seen["second delivery, once the first committed"] == "duplicate: skip (it saw the committed row)"
     assert seen["charges in the database"] == seen["calls to the provider"] == 1  # the held call was made once
     assert seen["server setting transaction_isolation"] == "read committed"  # the level the skip holds at
+
+
+@pytest.mark.parametrize(("settings", "error"), [({"lock_timeout": "100ms"}, "LockNotAvailable (55P03)"),
+                                               ({"lock_timeout": "0", "statement_timeout": "100ms"},
+                                                "QueryCanceled (57014)")])
+def test_a_wait_ended_by_a_timeout_is_reported_as_that_timeout_not_as_a_skip(settings, error):
+    from idemlib.provider_calls.on_postgres import call_inside_on_postgres
+
+    need_postgres()
+    seen = call_inside_on_postgres("m-7f3", second_settings=settings)
+    assert seen["second delivery, once the first committed"].startswith(f"ended by {error} before it saw")
+    assert seen["charges in the database"] == seen["calls to the provider"] == 1
 
 
 def test_the_ids_are_the_versions_they_claim_seeded_and_v7_in_the_order_made():

@@ -6,6 +6,7 @@ from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.facts import fact_number, fact_seconds
 from idemlib.faults import Crash, FaultPlan, LostAck, LostResponse
 from idemlib.handlers import ProviderHandler
+from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, after_an_unclear_500, behaviours, retries_after_failure
 from idemlib.sim import simulate
 
@@ -193,3 +194,32 @@ def test_what_the_model_assumes_is_marked_field_by_field():
     # Stripe documents neither v2 status; the v1 409 is from Stripe's errors reference, its mismatch status is not.
     assert {"mismatch_status", "in_progress_status"} <= behaviours()["stripe-v2"].modelled
     assert behaviours()["stripe-v1"].modelled == {"mismatch_status"} and behaviours()["stripe-v1"].retention_is_floor
+
+
+@pytest.mark.parametrize(("status", "replayed"), [(429, False), (401, False), (409, False), (500, True), (400, True)])
+def test_v1_replays_only_an_error_saved_once_execution_began(status, replayed):
+    # 429, 401 and 409 are answered before Stripe's idempotency layer: a retry with the key is a fresh attempt.
+    assert behaviours()["stripe-v1"].replays(status) is replayed
+    assert behaviours()["stripe-v2"].replays(status) is False  # v2 runs failed work again
+
+
+def test_a_key_of_a_long_message_id_stays_within_stripes_limit_and_apart_from_every_short_one():
+    limit = fact_number("stripe_key_max_length")
+    longest, other = "7" * 255, "7" * 254 + "8"  # the longest IDs the inbox admits (idemlib.messages.LONGEST_ID)
+    keys = {ProviderHandler().key_for(message_id) for message_id in (longest, other, "m-7f3")}
+    assert len(keys) == 3 and max(map(len, keys)) <= limit
+    assert ProviderHandler().key_for("7" * (limit - len(":charge"))) == "7" * (limit - len(":charge")) + ":charge"
+    p = provider()
+    refused = p.charge("k" * (limit + 1), **CHARGE)
+    assert refused.status == 400 and p.charges == [] and p.stored_keys() == {}  # refused before the key is kept
+    run = simulate(ProviderHandler(), [Message.charge(longest, order_id=1042, amount=40)], provider=p)
+    assert run.total_charged == p.total_charged() == 40
+
+
+def test_a_lookup_by_the_key_finds_only_the_charge_that_call_made():
+    p = provider()
+    p.charge("m-7f3:charge", **CHARGE)
+    p.charge("m-7f3-fee:charge", order_id=1042, amount=5)
+    assert [c["amount"] for c in p.charges_for(1042)] == [40, 5]  # by order: both, the first the $40
+    assert [c["amount"] for c in p.charges_carrying("m-7f3-fee:charge")] == [5]
+    assert p.charges_carrying("m-7f3:charge:2") == []

@@ -6,7 +6,16 @@ import pytest
 
 from idemlib import RUNNING_EXAMPLE, Crash, FaultPlan, simulate
 from idemlib.provider import PaymentProvider, behaviours
-from idemlib.provider_calls.placements import PendingChargeHandler, reconcile, reconciled_after, stuck_rows
+from idemlib.provider_calls.placements import (
+    PendingChargeHandler,
+    charge_anew,
+    fee_reconciled,
+    left_pending,
+    reconcile,
+    reconciled_after,
+    replayed_from_dead_letters,
+    stuck_rows,
+)
 from idemlib.stores import DuckDBPayments
 
 
@@ -24,7 +33,7 @@ def _left_pending(provider: PaymentProvider, faults: FaultPlan | None = None,
 def test_a_v1_500_that_took_the_money_is_recorded_inside_and_after_the_key_lifetime(hours):
     outcome = reconciled_after("v1 answered 500, money taken", hours)
     assert outcome["card ($)"] == outcome["our database ($)"] == 40
-    assert outcome["what it did"].startswith("found the charge")
+    assert outcome["what it did"].startswith("found the charge its key made")
 
 
 def test_asking_again_with_the_key_is_what_charged_twice():
@@ -77,4 +86,67 @@ def test_a_redelivery_sends_the_key_the_pending_row_stored_not_a_new_derivation(
     database = _left_pending(provider, FaultPlan(crashes=[Crash("record result", delivery=n) for n in (1, 2)]))
     simulate(RenamedKeys(), [RUNNING_EXAMPLE], database=database, provider=provider)
     assert list(provider.stored_keys()) == ["m-7f3:charge"]
+    assert provider.total_charged() == database.total_charged() == 40
+
+
+def test_a_pending_fee_is_not_booked_against_the_orders_charge_but_charged_under_its_own_key():
+    fee = fee_reconciled()
+    assert fee["charges a lookup by order 1042 finds"] == [("ch_81", 40)]  # an order lookup would book $5 on it
+    assert fee["charge recorded"] == "ch_82" and fee["reconciler"] == "asked again with the row's key: 200"
+    assert fee["card ($)"] == fee["our database ($)"] == 45
+
+
+def test_two_charges_under_one_key_are_left_for_a_person():
+    provider = PaymentProvider()
+    database = _left_pending(provider, FaultPlan(crashes=[Crash("record result", delivery=n) for n in (1, 2)]))
+    provider.clock.advance(25 * 3600)
+    provider.charge("m-7f3:charge", order_id=1042, amount=40)  # someone reused the pruned key by hand: ch_82
+    [line] = reconcile(database, provider)
+    assert line["reconciler"].endswith("left for a person") and line["charge recorded"] is None
+    assert database.total_charged() == 0
+
+
+@pytest.mark.parametrize("status", [429, 401])
+def test_a_row_whose_last_answer_saved_nothing_is_asked_again_with_its_key(status):
+    provider = PaymentProvider()
+    provider.refuse_next(2, status=status)  # turned away before Stripe's idempotency layer: nothing kept
+    database = _left_pending(provider)
+    assert stuck_rows(database)[0].last_status == status
+    provider.clock.advance(3600)
+    [line] = reconcile(database, provider)
+    assert line["reconciler"] == "asked again with the row's key: 200"
+    assert provider.total_charged() == database.total_charged() == 40
+
+
+def test_a_replay_from_the_dead_letter_queue_past_the_key_lifetime_leaves_the_row_to_the_reconciler():
+    trusting = replayed_from_dead_letters("v1 answered 500, money taken", 25, key_lifetime_seconds=float("inf"))
+    assert trusting["after the replay: card ($)"] == 80  # the pruned key charged anew
+    replay = replayed_from_dead_letters("v1 answered 500, money taken", 25)
+    assert (replay["after the replay: card ($)"], replay["after the replay: our database ($)"]) == (40, 0)
+    assert replay["reconciler"] == "found the charge its key made: recorded it"
+    assert replay["card ($)"] == replay["our database ($)"] == 40
+    inside = replayed_from_dead_letters("v1 answered 500, money taken", 1)  # the stored 500 again: no charge
+    assert (inside["after the replay: card ($)"], inside["card ($)"], inside["our database ($)"]) == (40, 40, 40)
+
+
+def test_only_a_person_charges_anew_and_only_where_no_charge_carries_the_key():
+    database, provider = left_pending("v1 answered 500, money taken")
+    provider.clock.advance(25 * 3600)
+    with pytest.raises(ValueError, match="a charge carries the key"):
+        charge_anew(database, provider, "m-7f3")
+    assert provider.total_charged() == 40
+    database, provider = left_pending("v1 answered 500, no money taken")
+    provider.clock.advance(25 * 3600)
+    [left] = reconcile(database, provider)
+    assert left["reconciler"].endswith("left for a person") and list(provider.stored_keys()) == ["m-7f3:charge"]
+    line = charge_anew(database, provider, "m-7f3")
+    assert line["charge recorded"] == "ch_81" and provider.total_charged() == database.total_charged() == 40
+    assert stuck_rows(database) == [] and reconcile(database, provider) == []
+
+
+def test_charge_anew_refuses_a_row_already_settled():
+    database, provider = left_pending("v1 answered 500, money taken")
+    reconcile(database, provider)  # records ch_81
+    with pytest.raises(ValueError, match="nothing is owed"):
+        charge_anew(database, provider, "m-7f3")
     assert provider.total_charged() == database.total_charged() == 40

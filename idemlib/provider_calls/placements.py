@@ -18,12 +18,14 @@ from typing import Any
 import pandas as pd
 
 from idemlib.explore import RUNNING_EXAMPLE, fault_points, open_transaction_seconds
+from idemlib.facts import fact_seconds
 from idemlib.faults import Crash, FaultPlan, LostResponse
 from idemlib.handlers import Context, Handler, ProviderError, ProviderHandler, Steps
 from idemlib.messages import Charge, Message, parse_charge, payment_stream
-from idemlib.provider import PaymentProvider, behaviours
+from idemlib.provider import PaymentProvider, behaviours, key_of_call
 from idemlib.sim import outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase, PaymentsSession
+from idemlib.trace import Event
 
 RESULT = "#result"
 """Suffix of the inbox row that says the provider's result was recorded (the pending row is the bare ID)."""
@@ -77,9 +79,16 @@ class PendingChargeHandler(Handler):
     name = "pending row, then call"
     steps = ("begin", "record pending", "commit", "look up result", "call provider", "record result", "ack")
 
+    def __init__(self, key_lifetime_seconds: float | None = None) -> None:
+        # How long the provider surely keeps a key (Stripe's v1: 24 hours at least). The key was first sent after
+        # the pending row committed, so a row younger than this holds a key the provider still has; an older one
+        # may not, and a call with a pruned key is a new charge. Such a row is the reconciler's, which looks first.
+        self.key_lifetime_seconds = (fact_seconds("stripe_v1_key_min_age") if key_lifetime_seconds is None
+                                     else key_lifetime_seconds)
+
     def key_for(self, message_id: str) -> str:
         """The key a new pending row stores: derived from the message ID, as :class:`ProviderHandler`'s."""
-        return f"{message_id}:charge"
+        return key_of_call(message_id, "charge")
 
     def sessions(self, database: PaymentsDatabase) -> Callable[[], Any]:
         """Every handler's sessions, once ``pending_calls`` exists on ``database``: made once a run, not per delivery."""
@@ -98,10 +107,12 @@ class PendingChargeHandler(Handler):
         yield "commit"
         ctx.db.commit()
         yield "look up result"
-        if ctx.db.has_processed(ctx.message_id + RESULT):
+        pending = None if ctx.db.has_processed(ctx.message_id + RESULT) else _pending_call(ctx.db, ctx.message_id)
+        if pending is None:
             ctx.note("duplicate skipped")
+        elif ctx.now() - pending.since >= self.key_lifetime_seconds:
+            ctx.note(Event.LEFT_FOR_RECONCILER)  # acked: the row, not the message, now says what is owed
         else:
-            pending = _pending_call(ctx.db, ctx.message_id)
             yield "call provider"
             response = ctx.call_provider(pending.key, Charge(pending.order_id, pending.amount))
             if not response.ok:
@@ -161,11 +172,11 @@ def placement_matrix(handlers: tuple[Handler, ...] = PLACEMENTS, message: Messag
 def replayed_after(handler: Handler, hours: float, message: Message = RUNNING_EXAMPLE) -> dict[str, Any]:
     """``message`` handled once, then delivered again ``hours`` later (a replay from the dead-letter queue).
 
-    The provider's keys age by ``hours`` in between; past its retention it has forgotten the key.
+    The provider's clock moves on by ``hours`` in between; past its retention it has forgotten the key.
     """
     database, provider = DuckDBPayments(), PaymentProvider()
     simulate(handler, [message], database=database, provider=provider)
-    provider.age_keys(hours * 3600)
+    provider.clock.advance(hours * 3600)
     simulate(handler, [message], database=database, provider=provider)
     return {"our database ($)": database.total_charged(), "card ($)": provider.total_charged(),
             "charges at the provider": [charge["id"] for charge in provider.charges]}
@@ -183,64 +194,136 @@ def stuck_rows(database: PaymentsDatabase) -> list[PendingCall]:
 def reconcile(database: PaymentsDatabase, provider: PaymentProvider, *, look_up_first: bool = True) -> list[dict[str, Any]]:
     """Settle each stuck pending row, at the provider's clock's now; one line per row, saying what was done.
 
-    The reconciler looks the charge up first, by the order the row names (the metadata a charge carries;
-    Stripe's search finds a charge by it). A charge found is recorded, whatever its key's answer was. With
-    none found, it asks again with the row's key only while that settles something: the key is younger than
-    the provider's retention (the row is older than its key, so its age is an upper bound) and the key's
-    last answer is not an error the provider replays (Stripe's v1 answers a 500 with the same 500). Otherwise
-    it calls nothing and leaves the row for a person: past the retention the key would be a new charge, a day
-    late, and charging anew is the business's decision. Run it once a failed call can no longer be running
-    and a charge it made is searchable (minutes after the last delivery). ``look_up_first=False`` is the
-    naive reconciler that only asks again with the key, kept to show what it does.
+    The reconciler looks the charge up first, by the key the row stored: the provider finds the charges
+    whose call carried it, as Stripe's search finds a charge by the ID sent with it as metadata. (A lookup
+    by order alone takes the order's $40 charge for its $5 fee's.) One charge found, for the row's order and
+    amount, is recorded, whatever its key's answer was; anything else found is left for a person. With none
+    found, it asks again with the row's key only while that settles something: the key is younger than the
+    provider's retention (the row is older than its key, so its age is an upper bound) and the key's last
+    answer is not one the provider saved and replays (:meth:`~idemlib.provider.Behaviour.replays`: Stripe's
+    v1 replays a 500, never a 429, a 401 or a 409, which saved nothing). Otherwise it calls nothing and leaves
+    the row for a person. It never makes a new key: a new key is a new charge, which only a person who has
+    confirmed that no charge exists may allow (:func:`charge_anew`). Run it once a failed call can no longer
+    be running and a charge it made is searchable (minutes after the last delivery). ``look_up_first=False``
+    is the naive reconciler that only asks again with the key, kept to show what it does.
     """
-    retention = provider.behaviour.retention_seconds
-    settled = []
     session = database.session()
-    for row in stuck_rows(database):
-        age = provider.clock.now() - row.since
-        found = provider.charges_for(row.order_id) if look_up_first else []
-        stored_error = (row.last_status is not None and row.last_status >= 400 and provider.behaviour.replays_errors)
-        if found:
-            charge_id, did = found[0]["id"], "found the charge by its order: recorded it"
-        elif look_up_first and (age >= retention or stored_error):
-            charge_id = None
-            did = (f"no charge found, key past the provider's {retention / 3600:g} h: left for a person" if age >= retention
-                   else f"no charge found, the key's {row.last_status} would be replayed: left for a person")
-        else:
-            response = provider.charge(row.key, order_id=row.order_id, amount=row.amount)
-            charge_id = response.body.get("id") if response.ok else None
-            did = f"asked again with the row's key: {response.status}{' replayed' if response.replayed else ''}"
-            if not response.ok:
-                _note_answer(session, row.message_id, response.status)
-                did += ", left for a person" if look_up_first else ", row still pending"
-        if charge_id is not None:
-            session.begin()
-            if session.record_message(row.message_id + RESULT):
-                session.charge(row.order_id, row.amount, row.message_id)
-            session.commit()
-        settled.append({"pending row": row.message_id, "hours since": round(age / 3600, 1), "reconciler": did,
-                        "charge recorded": charge_id})
-    return settled
+    return [_settle(session, provider, row, look_up_first) for row in stuck_rows(database)]
 
 
-LEFT_PENDING: dict[str, tuple[str, Callable[[PaymentProvider], None]]] = {
-    "crashed before recording the result": ("stripe-v1", lambda provider: None),
-    "v1 answered 500, money taken": ("stripe-v1", lambda provider: provider.fail_next(charged=True)),
-    "v1 answered 500, no money taken": ("stripe-v1", lambda provider: provider.fail_next()),
+def _settle(session: PaymentsSession, provider: PaymentProvider, row: PendingCall, look_up_first: bool) -> dict[str, Any]:
+    retention = provider.behaviour.retention_seconds
+    age = provider.clock.now() - row.since
+    found = provider.charges_carrying(row.key) if look_up_first else []
+    charge_id = None
+    if len(found) == 1 and (found[0]["order_id"], found[0]["amount"]) == (row.order_id, row.amount):
+        charge_id, did = found[0]["id"], "found the charge its key made: recorded it"
+    elif found:
+        did = (f"found {[(c['id'], c['order_id'], c['amount']) for c in found]} under its key, not one charge of "
+               f"${row.amount} for order {row.order_id}: left for a person")
+    elif look_up_first and age >= retention:
+        did = f"no charge found, key past the provider's {retention / 3600:g} h: left for a person"
+    elif look_up_first and row.last_status is not None and provider.behaviour.replays(row.last_status):
+        did = f"no charge found, the key's saved {row.last_status} would be replayed: left for a person"
+    else:
+        response = provider.charge(row.key, order_id=row.order_id, amount=row.amount)
+        charge_id = response.body.get("id") if response.ok else None
+        did = f"asked again with the row's key: {response.status}{' replayed' if response.replayed else ''}"
+        if not response.ok:
+            _note_answer(session, row.message_id, response.status)
+            did += ", left for a person" if look_up_first else ", row still pending"
+    if charge_id is not None:
+        session.begin()
+        if session.record_message(row.message_id + RESULT):
+            session.charge(row.order_id, row.amount, row.message_id)
+        session.commit()
+    return {"pending row": row.message_id, "hours since": round(age / 3600, 1), "reconciler": did,
+            "charge recorded": charge_id}
+
+
+def charge_anew(database: PaymentsDatabase, provider: PaymentProvider, message_id: str) -> dict[str, Any]:
+    """What a person does with a row the reconciler left, having confirmed with the provider that no charge exists:
+    charge it under a new key (``<message ID>:charge-anew``), stored in the row before the call as the first was.
+
+    It looks once more first and refuses if the row's key made a charge. A second run, or the row's message
+    replayed, sends the same new key, so the person's decision charges once.
+    """
+    rows = [row for row in stuck_rows(database) if row.message_id == message_id]
+    if not rows:
+        raise ValueError(f"{message_id}: no pending row without a result, so nothing is owed")
+    [row] = rows
+    if provider.charges_carrying(row.key):
+        raise ValueError(f"{message_id}: a charge carries the key {row.key!r}; reconcile() records it, "
+                         "and a new key would charge a second time")
+    session = database.session()
+    p = session.placeholder
+    new_key = key_of_call(message_id, "charge-anew")
+    session.begin()
+    session.execute(f"UPDATE pending_calls SET idempotency_key = {p}, since = {p}, last_status = NULL "
+                    f"WHERE message_id = {p}", (new_key, provider.clock.now(), message_id))
+    session.commit()
+    [again] = [row for row in stuck_rows(database) if row.message_id == message_id]
+    return {"new key": new_key, **_settle(session, provider, again, look_up_first=True)}
+
+
+LEFT_PENDING: dict[str, Callable[[PaymentProvider], None]] = {
+    "crashed before recording the result": lambda provider: None,
+    "v1 answered 500, money taken": lambda provider: provider.fail_next(charged=True),
+    "v1 answered 500, no money taken": lambda provider: provider.fail_next(),
+    "v1 answered 429, nothing saved": lambda provider: provider.refuse_next(2),
 }
-"""How lesson 04's ``m-7f3`` is left pending: the provider's rules, and the failure scheduled on it."""
+"""How lesson 04's ``m-7f3`` is left pending under Stripe's v1 rules: the failure scheduled on the provider."""
 
 
-def reconciled_after(case: str, hours: float, *, look_up_first: bool = True) -> dict[str, Any]:
-    """``m-7f3`` left pending as :data:`LEFT_PENDING` ``case`` says (two deliveries, then dead-lettered), and
-    reconciled ``hours`` later on the provider's clock: what the reconciler did, and what each side shows."""
-    name, schedule = LEFT_PENDING[case]
-    database, provider = DuckDBPayments(), PaymentProvider(behaviours()[name])
-    schedule(provider)
+def left_pending(case: str) -> tuple[DuckDBPayments, PaymentProvider]:
+    """``m-7f3`` left pending as :data:`LEFT_PENDING` ``case`` says: two deliveries, then the dead-letter queue."""
+    database, provider = DuckDBPayments(), PaymentProvider(behaviours()["stripe-v1"])
+    LEFT_PENDING[case](provider)
     crashes = [Crash("record result", delivery=n) for n in (1, 2)] if case.startswith("crashed") else []
     simulate(PendingChargeHandler(), [RUNNING_EXAMPLE], database=database, provider=provider,
              faults=FaultPlan(crashes=crashes), max_deliveries=2)
+    return database, provider
+
+
+def reconciled_after(case: str, hours: float, *, look_up_first: bool = True) -> dict[str, Any]:
+    """``m-7f3`` left pending (:func:`left_pending`) and reconciled ``hours`` later on the provider's clock:
+    what the reconciler did, and what each side shows."""
+    database, provider = left_pending(case)
     provider.clock.advance(hours * 3600)
     [line] = reconcile(database, provider, look_up_first=look_up_first)
     return {"what it did": line["reconciler"], "card ($)": provider.total_charged(),
+            "our database ($)": database.total_charged()}
+
+
+def replayed_from_dead_letters(case: str, hours: float, *, key_lifetime_seconds: float | None = None) -> dict[str, Any]:
+    """``m-7f3`` left pending (:func:`left_pending`), replayed from the dead-letter queue ``hours`` later to a
+    :class:`PendingChargeHandler` (trusting keys for ``key_lifetime_seconds``; by default the provider's 24 hours),
+    and reconciled a minute after that: what each side shows after the replay and after the reconciler."""
+    database, provider = left_pending(case)
+    provider.clock.advance(hours * 3600)
+    simulate(PendingChargeHandler(key_lifetime_seconds), [RUNNING_EXAMPLE], database=database, provider=provider)
+    replay = {"after the replay: card ($)": provider.total_charged(),
+              "after the replay: our database ($)": database.total_charged()}
+    provider.clock.advance(60)
+    lines = reconcile(database, provider)
+    return {**replay, "reconciler": lines[0]["reconciler"] if lines else "(nothing left pending)",
+            "card ($)": provider.total_charged(), "our database ($)": database.total_charged()}
+
+
+FEE = Message.charge("m-7f3-fee", order_id=1042, amount=5)
+"""A $5 handling fee for order 1042, the running example's order: a second call for the same order."""
+
+
+def fee_reconciled() -> dict[str, Any]:
+    """Order 1042's $40 charged by ``m-7f3``, then its fee :data:`FEE` left pending before its call (both
+    deliveries crash there, then the dead-letter queue), and reconciled an hour later."""
+    database, provider = DuckDBPayments(), PaymentProvider()
+    simulate(PendingChargeHandler(), [RUNNING_EXAMPLE], database=database, provider=provider)
+    simulate(PendingChargeHandler(), [FEE], database=database, provider=provider, max_deliveries=2,
+             faults=FaultPlan(crashes=[Crash("call provider", delivery=n) for n in (1, 2)]))
+    by_order = [(charge["id"], charge["amount"]) for charge in provider.charges_for(FEE.body["order_id"])]
+    provider.clock.advance(3600)
+    [line] = reconcile(database, provider)
+    return {"charges a lookup by order 1042 finds": by_order, "reconciler": line["reconciler"],
+            "charge recorded": line["charge recorded"], "card ($)": provider.total_charged(),
             "our database ($)": database.total_charged()}
