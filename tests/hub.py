@@ -12,7 +12,6 @@ import json
 import os
 import secrets
 import signal
-import site
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.request import Request, urlopen
 
-from other_users import REPOSITORY, python_for_anyone
+from other_users import REPOSITORY, python_for_anyone, site_packages, venv_packages
 from tools import tool
 
 LESSON = """
@@ -68,9 +67,7 @@ def hub_environment() -> Path:
         subprocess.run([str(python), "-m", "venv", str(folder)], check=True, timeout=300)
         subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", JUPYTERHUB,
                         "async-timeout==5.0.1"], check=True, timeout=900)
-        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        packages = folder / "lib" / version / "site-packages"
-        (packages / "course-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+        (site_packages(folder) / "course-dependencies.pth").write_text("\n".join(venv_packages()) + "\n")
         (folder / "bin" / "nats-server").symlink_to(Path(sys.prefix) / "bin" / "nats-server")
 
     with tool(JUPYTERHUB.replace("==", "-"), build) as folder:

@@ -29,11 +29,17 @@ def open_to_all(path: Path) -> bool:
         parent.stat().st_mode & stat.S_IXOTH for parent in path.parents)
 
 
+def venv_packages() -> list[str]:
+    """This venv's package folders. Debian's Python also names ``local/lib/pythonX.Y/dist-packages`` in a venv made
+    from it, a folder that is never made: only those that exist."""
+    return [folder for folder in site.getsitepackages() if Path(folder).is_dir()]
+
+
 def python_for_anyone() -> Path | None:
     """This interpreter where any user can run it, else the system's of the same version, else None; None too
     where another user could not read the course's code or the venv's packages (a checkout under a folder only
     its owner may enter, such as root's home), since that interpreter runs them."""
-    if not (open_to_all(REPOSITORY) and all(open_to_all(Path(folder)) for folder in site.getsitepackages())):
+    if not (open_to_all(REPOSITORY) and all(open_to_all(Path(folder)) for folder in venv_packages())):
         return None
     mine = Path(sys.executable)
     if open_to_all(mine):
@@ -45,7 +51,7 @@ def python_for_anyone() -> Path | None:
 
 def path_for_anyone() -> str:
     """``PYTHONPATH`` giving that interpreter the course's code and this venv's packages."""
-    return os.pathsep.join([str(REPOSITORY), *site.getsitepackages()])
+    return os.pathsep.join([str(REPOSITORY), *venv_packages()])
 
 
 def fresh_environment(folder: Path) -> Path:
@@ -57,7 +63,7 @@ def fresh_environment(folder: Path) -> Path:
         raise RuntimeError("no Python here that another user may run")
     subprocess.run([str(python), "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
     packages = site_packages(folder)
-    (packages / "course-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    (packages / "course-dependencies.pth").write_text("\n".join(venv_packages()) + "\n")
     for program in ("nats-server",):  # what the course's pip packages put in an environment's bin/
         (folder / "bin" / program).symlink_to(Path(sys.prefix) / "bin" / program)
     lacks = subprocess.run([str(folder / "bin" / "python"), "-c", "import redis.asyncio"], capture_output=True)
