@@ -40,8 +40,11 @@ BANKS = {
         wrong=[
             # the old exercise's reading: a policy's name read without maxmemory
             Wrong(({"payments": {"evicts early", SECOND}, "loyalty": {FAILOVER}},), "maxmemory 0"),
-            # an out-of-memory kill taken for a restart that forgets everything, though appendonly is yes
-            Wrong(({"payments": {"forgets every claim on a restart", SECOND}, "loyalty": {FAILOVER}},), "appendonly yes"),
+            # an out-of-memory kill taken for a restart that forgets everything, though appendonly is yes. Right for a
+            # container without a volume, which restarts clean (kubernetes_container_restart_clean_state); the table
+            # puts payments' data directory on a persistent volume, and the hint names it
+            Wrong(({"payments": {"forgets every claim on a restart", SECOND}, "loyalty": {FAILOVER}},), "persistent volume"),
+            Wrong(({"payments": {"forgets every claim on a restart"}, "loyalty": {FAILOVER}},), "persistent volume"),
             Wrong(({"payments": {"none"}, "loyalty": {FAILOVER}},), "everysec"),  # the file taken for a full guarantee
             Wrong(({"payments": {SECOND, FAILOVER}, "loyalty": {FAILOVER}},), "alone"),
             # volatile-ttl read as "evicts claims", though these carry no time to live

@@ -227,3 +227,13 @@ def test_one_handler_for_every_order_would_carry_a_caches_claims_from_one_order_
     shared = CacheGuardHandler(MemoryCache(), "work first")
     played = in_every_order(lambda: shared, KeyValuePayments())
     assert (played["outcome"] == "charged twice").sum() < 910  # later orders find the first order's claim
+
+
+def test_lesson_06_shows_no_seed_in_any_output(executed_lesson):
+    from idemlib.course.lessons import lesson_paths
+
+    lesson = executed_lesson(next(path for path in lesson_paths() if path.name.startswith("06_")))
+    texts = [str(output.get("text", "")) + "".join(str(output.get("data", {}).get(kind, ""))
+                                                   for kind in ("text/plain", "text/html", "text/markdown"))
+             for cell in lesson.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
+    assert [text for text in texts if "seed" in text.lower()] == []
