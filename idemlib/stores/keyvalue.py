@@ -27,7 +27,6 @@ import pandas as pd
 from idemlib.clock import VirtualClock
 from idemlib.stores.sql import IdReused, WriteConflict
 
-
 MARKER = "msg#"
 """The prefix of a message marker's key."""
 REPLY_LOST = "reply lost"
