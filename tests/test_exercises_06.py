@@ -3,7 +3,10 @@ little, and which ways of forgetting a claim early apply to two cache servers.""
 
 from __future__ import annotations
 
+import numpy as np
 from exercise_bank import Bank, Wrong, bank_tests
+
+from idemlib.course.exercises.lesson_06 import VERSIONED
 
 SECOND, FAILOVER = "loses the last second if the machine fails", "loses recent claims on a failover"
 
@@ -12,7 +15,9 @@ BANKS = {
         right=[(["m-2", "m-1", "m-2"],), (("m-2", "m-1", "m-2", "m-2"),), ([" m-2", "m-1 ", "m-2"],),
                (["m-2", "m-2", "m-1", "m-2"],),  # a redelivered m-2 before the overtaken m-1
                (["m-2", "m-1", "m-2", "m-1"],),
-               (["m-2", "m-1", "m-1", "m-2"],)],  # the overtaken m-1 twice, then m-2 once more
+               (["m-2", "m-1", "m-1", "m-2"],),  # the overtaken m-1 twice, then m-2 once more
+               (np.array(["m-2", "m-1", "m-2"]),),  # a NumPy array of the IDs
+               (["m-2", "m-1"] + ["m-2"] * 18,)],  # the longest order the check plays, 20 deliveries
         wrong=[
             Wrong((["m-2", "m-1"],), "last-ID row"),  # the versioned row's half alone (the old exercise's answer)
             Wrong((["m-1", "m-2", "m-1"],), "never applied"),  # the lesson's late duplicate: the versioned row is right
@@ -30,18 +35,29 @@ BANKS = {
             Wrong(({"m-2", "m-1"},), "list of message IDs"),  # a set has no order
             Wrong(([2, 1, 2],), "neither"),  # the versions, not the message IDs
             Wrong((["m-2", "m-1", "m-1"],), "last-ID row"),  # the last-ID row catches the back-to-back m-1
+            # a right order repeated: refused by length at once, where playing 30 or 300 deliveries took seconds
+            Wrong((["m-2", "m-1", "m-2"] * 10,), "at most 20"),
+            Wrong((["m-2", "m-1", "m-2"] * 100_000,), "at most 20"),
+            # section 4's own Message objects, still in the kernel: told to give their IDs, not that they are neither
+            Wrong(([VERSIONED["m-2"], VERSIONED["m-1"], VERSIONED["m-2"]],), "message_id"),
+            Wrong((["m\u20102", "m-1", "m-2"],), "\\u2010"),  # a look-alike hyphen, shown as its code point
+            Wrong((["m\xa02", "m-1", "m-2"],), "\\xa0"),  # a no-break space
         ],
     ),
     "check_cache_losses": Bank(
         right=[({"payments": {SECOND}, "loyalty": {FAILOVER}},),
                ({"loyalty": frozenset({FAILOVER}), "payments": [SECOND]},),
                ({" Payments ": ("Loses the last  second if the machine fails",), "LOYALTY": {FAILOVER, FAILOVER}},),
-               ({"payments": [SECOND, SECOND], "loyalty": (FAILOVER,)},)],
+               ({"payments": [SECOND, SECOND], "loyalty": (FAILOVER,)},),
+               ({"payments": np.array([SECOND]), "loyalty": np.array([FAILOVER])},)],
         wrong=[
             # the old exercise's reading: a policy's name read without maxmemory
             Wrong(({"payments": {"evicts early", SECOND}, "loyalty": {FAILOVER}},), "maxmemory 0"),
-            # an out-of-memory kill taken for a restart that forgets everything, though appendonly is yes
-            Wrong(({"payments": {"forgets every claim on a restart", SECOND}, "loyalty": {FAILOVER}},), "appendonly yes"),
+            # an out-of-memory kill taken for a restart that forgets everything, though appendonly is yes. Right for a
+            # container without a volume, which restarts clean (kubernetes_container_restart_clean_state); the table
+            # puts payments' data directory on a persistent volume, and the hint names it
+            Wrong(({"payments": {"forgets every claim on a restart", SECOND}, "loyalty": {FAILOVER}},), "persistent volume"),
+            Wrong(({"payments": {"forgets every claim on a restart"}, "loyalty": {FAILOVER}},), "persistent volume"),
             Wrong(({"payments": {"none"}, "loyalty": {FAILOVER}},), "everysec"),  # the file taken for a full guarantee
             Wrong(({"payments": {SECOND, FAILOVER}, "loyalty": {FAILOVER}},), "alone"),
             # volatile-ttl read as "evicts claims", though these carry no time to live
@@ -62,6 +78,10 @@ BANKS = {
             Wrong(({"payments": {SECOND}, "loyalty": {"failover"}},), "one of the names"),
             Wrong(({"payments": [1], "loyalty": {FAILOVER}},), "one of the names"),
             Wrong(({1: {SECOND}, 2: {FAILOVER}},), "keys are exactly"),
+            Wrong(({"payments": {...}, "loyalty": None},), "not one of them"),  # a blank left in a set
+            # the restart hint points to the paragraph on the append-only file, after the private Valkey
+            Wrong(({"payments": {SECOND}, "loyalty": {"forgets every claim on a restart", FAILOVER}},),
+                  "after the private Valkey"),
         ],
     ),
 }

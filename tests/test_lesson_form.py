@@ -69,3 +69,17 @@ def test_solutions_are_folded_in_the_lesson_a_learner_opens(path):
     unfolded = [cell.source[:60] for cell in cells(path) if "solution" in cell.metadata.get("tags", [])
                 and not cell.metadata.get("jupyter", {}).get("source_hidden")]
     assert unfolded == [], "run `python -m idemlib.course nav` to fold the lessons' solutions"
+
+
+SEED_STILL_SHOWN = {"00", "01", "05"}
+"""Lessons whose prose or code still shows the word (``FaultPlan(seed=...)``, "drawn from a seed", "seeded"): each
+needs more than a one-line change (its numbers, prose and checks follow the draw). Strict, so a fixed one leaves."""
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason="still shows the word")]
+                 if path.name[:2] in SEED_STILL_SHOWN else []) for path in NOTEBOOKS])
+def test_no_cell_a_learner_sees_names_a_seed(path):
+    """A learner reads the prose, every code cell not tagged hide-input and the solutions (folded, but there)."""
+    shown = [c.source for c in cells(path) if "hide-input" not in c.metadata.get("tags", [])]
+    assert [line for source in shown for line in source.splitlines() if re.search("seed", line, re.IGNORECASE)] == []

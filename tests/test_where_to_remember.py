@@ -10,7 +10,7 @@ from idemlib.handlers import BusinessRowHandler, CacheGuardHandler, IdFirstHandl
 from idemlib.messages import Message
 from idemlib.sim import simulate
 from idemlib.stores import DuckDBPayments, IdReused
-from idemlib.stores.keyvalue import KeyValuePayments, KeyValueTable
+from idemlib.stores.keyvalue import REPLY_LOST, KeyValuePayments, KeyValueTable, TransactionCanceled
 
 
 def outcomes(setup):
@@ -54,8 +54,46 @@ def test_a_conditional_put_is_rejected_when_the_key_exists():
     table = KeyValueTable()
     assert table.put("msg#m-7f3", {"message_id": "m-7f3"}, if_absent=True)
     assert not table.put("msg#m-7f3", {"message_id": "m-7f3"}, if_absent=True)
-    assert not table.transact_write([("msg#m-7f3", {}, True), ("pay#1", {"amount": 40}, False)])
+    reasons = table.transact_write([("msg#m-7f3", {}, True), ("pay#1", {"amount": 40}, False)])
+    assert reasons == {"msg#m-7f3": "ConditionalCheckFailed", "pay#1": "None"}
     assert "pay#1" not in table.items
+
+
+def commit_m7f3(table: KeyValueTable) -> TransactionCanceled | None:
+    """The inbox's transaction for m-7f3 on ``table``: the cancellation it meets, if any."""
+    session = KeyValuePayments(table=table).session()
+    session.begin()
+    if session.record_message("m-7f3"):
+        session.charge(1042, 40, "m-7f3")
+    try:
+        session.commit()
+    except TransactionCanceled as cancelled:
+        return cancelled
+    return None
+
+
+def test_only_a_failed_condition_on_the_marker_says_the_message_was_done_before():
+    replayed = KeyValueTable(faults=[REPLY_LOST])  # applied, reply lost, sent again: cancelled by its own marker
+    cancelled = commit_m7f3(replayed)
+    assert cancelled is not None and cancelled.marker_already_there
+    assert list(cancelled.reasons.values()) == ["ConditionalCheckFailed", "None"]
+    assert [key for key in replayed.items if key.startswith("pay#")] != []  # the first attempt's charge stands
+    for fault in ("ThrottlingError", "TransactionConflict"):
+        table = KeyValueTable(faults=[fault])
+        cancelled = commit_m7f3(table)
+        assert cancelled is not None and not cancelled.marker_already_there, fault
+        assert cancelled.reasons[next(iter(cancelled.reasons))] == fault  # the marker's action names the cause
+        assert table.items == {}  # nothing written: the message must be tried again
+        assert commit_m7f3(table) is None and len(table.items) == 2  # the retry writes marker and charge
+
+
+def test_reading_every_cancellation_as_done_loses_the_charge_a_throttled_or_conflicting_commit_never_wrote():
+    from idemlib.stores.keyvalue_cancelled import CAUSES, cancelled_transactions
+
+    table = cancelled_transactions(RUNNING_EXAMPLE)
+    assert list(table.index) == list(CAUSES)
+    assert list(table["every cancellation read as done"]) == ["charged once", "charge lost", "charge lost"]
+    assert set(table["done only on ConditionalCheckFailed on the marker"]) == {"charged once"}
 
 
 def test_an_expired_item_lingers_until_the_store_gets_round_to_deleting_it():
@@ -189,3 +227,13 @@ def test_one_handler_for_every_order_would_carry_a_caches_claims_from_one_order_
     shared = CacheGuardHandler(MemoryCache(), "work first")
     played = in_every_order(lambda: shared, KeyValuePayments())
     assert (played["outcome"] == "charged twice").sum() < 910  # later orders find the first order's claim
+
+
+def test_lesson_06_shows_no_seed_in_any_output(executed_lesson):
+    from idemlib.course.lessons import lesson_paths
+
+    lesson = executed_lesson(next(path for path in lesson_paths() if path.name.startswith("06_")))
+    texts = [str(output.get("text", "")) + "".join(str(output.get("data", {}).get(kind, ""))
+                                                   for kind in ("text/plain", "text/html", "text/markdown"))
+             for cell in lesson.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
+    assert [text for text in texts if "seed" in text.lower()] == []

@@ -6,7 +6,10 @@ same handlers run on it:
 - outside a transaction, recording an ID is a ``PutItem`` with the condition
   ``attribute_not_exists(pk)``: it is rejected when the key is already there;
 - inside one, the writes are collected and applied by ``TransactWriteItems`` at
-  commit, all or nothing, with every condition checked at that moment;
+  commit, all or nothing, with every condition checked at that moment; a cancelled
+  one raises :class:`TransactionCanceled` with a reason per action, as DynamoDB's
+  ``CancellationReasons`` gives them, and ``faults`` make it cancelled for reasons
+  other than a condition (throttled, a concurrent transaction) or lose its reply;
 - an item with a time to live is not deleted when it expires but some time within
   the next days (``deletion_delay_seconds``, drawn from a seed): until then it can
   still be read, and still blocks a conditional put.
@@ -24,6 +27,28 @@ import pandas as pd
 from idemlib.clock import VirtualClock
 from idemlib.stores.sql import IdReused, WriteConflict
 
+MARKER = "msg#"
+"""The prefix of a message marker's key."""
+REPLY_LOST = "reply lost"
+"""A fault: the transaction is applied, but its reply never reaches the client, which sends it again."""
+CANCELLING_FAULTS = ("ThrottlingError", "TransactionConflict")
+"""Faults that cancel a transaction before it writes anything, named by the code ``CancellationReasons`` gives."""
+
+
+class TransactionCanceled(WriteConflict):
+    """``TransactionCanceledException``: nothing was written. ``reasons`` is its ``CancellationReasons``, one code
+    per action by the action's key, ``"None"`` for an action that caused nothing."""
+
+    def __init__(self, reasons: dict[str, str]) -> None:
+        self.reasons = reasons
+        super().__init__("TransactionCanceledException: " + ", ".join(f"{code} on {key}" for key, code in reasons.items()))
+
+    @property
+    def marker_already_there(self) -> bool:
+        """Whether the message marker's own condition failed: the message's transaction committed before (an
+        earlier attempt of this one, or a rival's), so the message is done. Any other reason means retry."""
+        return any(key.startswith(MARKER) and code == "ConditionalCheckFailed" for key, code in self.reasons.items())
+
 
 @dataclass
 class KeyValueTable:
@@ -33,6 +58,9 @@ class KeyValueTable:
     deletion_delay_seconds: float = 2 * 86400
     seed: int = 0
     items: dict[str, dict[str, Any]] = field(default_factory=dict)
+    faults: list[str] = field(default_factory=list)
+    """What the next transactions meet, one fault each in order: one of :data:`CANCELLING_FAULTS`, or
+    :data:`REPLY_LOST`."""
 
     def __post_init__(self) -> None:
         self._delays = random.Random(self.seed)
@@ -51,14 +79,24 @@ class KeyValueTable:
         self.items[key] = dict(item)
         return True
 
-    def transact_write(self, writes: list[tuple[str, dict[str, Any], bool]]) -> bool:
-        """TransactWriteItems: (key, item, if_absent) writes, applied all together or not at all."""
+    def transact_write(self, writes: list[tuple[str, dict[str, Any], bool]]) -> dict[str, str] | None:
+        """TransactWriteItems: (key, item, if_absent) writes, applied all together or not at all. Returns None
+        when applied, else the cancellation's reason per action's key. Raises :class:`ReplyLost` for an applied
+        transaction whose reply the next fault loses."""
         self.reap()
-        if any(if_absent and key in self.items for key, _, if_absent in writes):
-            return False
+        fault = self.faults.pop(0) if self.faults else None
+        if fault in CANCELLING_FAULTS:
+            # A conflict names the item another transaction holds, the marker; throttling is the table's, every action's.
+            return {key: fault if fault == "ThrottlingError" or key.startswith(MARKER) else "None" for key, _, _ in writes}
+        reasons = {key: "ConditionalCheckFailed" if if_absent and key in self.items else "None"
+                   for key, _, if_absent in writes}
+        if set(reasons.values()) != {"None"}:
+            return reasons
         for key, item, _ in writes:
             self.items[key] = dict(item)
-        return True
+        if fault == REPLY_LOST:
+            raise ReplyLost("TransactWriteItems applied; its reply was lost")
+        return None
 
     def reap(self) -> int:
         """Delete expired items whose (late) deletion time has come; returns how many went."""
@@ -74,6 +112,10 @@ class KeyValueTable:
             del self.items[key]
             del self._deleted_at[key]
         return len(gone)
+
+
+class ReplyLost(Exception):
+    """A request whose reply never came: the client cannot tell whether it was applied."""
 
 
 class KeyValueSession:
@@ -92,9 +134,16 @@ class KeyValueSession:
         self._pending = []
 
     def commit(self) -> None:
+        """Send the transaction's writes (none: nothing is sent). Raises :class:`TransactionCanceled`."""
         writes, self._pending = self._pending or [], None
-        if not self._table.transact_write(writes):
-            raise WriteConflict("TransactionCanceledException: ConditionalCheckFailed on the message marker")
+        if not writes:
+            return
+        try:
+            reasons = self._table.transact_write(writes)
+        except ReplyLost:  # the client sends the same request again, as an SDK's retry does (no ClientRequestToken)
+            reasons = self._table.transact_write(writes)
+        if reasons is not None:
+            raise TransactionCanceled(reasons)
 
     def rollback(self) -> None:
         self._pending = None
@@ -113,7 +162,7 @@ class KeyValueSession:
         As on the SQL stores, a ``fingerprint`` of the payload is kept with the
         marker, and a duplicate whose stored fingerprint differs raises :class:`IdReused`.
         """
-        key = f"msg#{message_id}"
+        key = f"{MARKER}{message_id}"
         marker: dict[str, Any] = {"message_id": message_id, "fingerprint": fingerprint}
         if self._ttl is not None:
             marker["expires_at"] = self._table.clock.now() + self._ttl
@@ -126,7 +175,7 @@ class KeyValueSession:
 
     def has_processed(self, message_id: str) -> bool:
         self._table.reap()
-        return f"msg#{message_id}" in self._table.items
+        return f"{MARKER}{message_id}" in self._table.items
 
     def charge(self, order_id: int, amount: int, message_id: str) -> None:
         self._write(self._table.new_key(f"pay#{message_id}"),
@@ -150,7 +199,7 @@ class KeyValuePayments:
         return pd.DataFrame(rows, columns=["order_id", "amount", "message_id"])
 
     def processed_ids(self) -> list[str]:
-        return sorted(item["message_id"] for key, item in self.table.items.items() if key.startswith("msg#"))
+        return sorted(item["message_id"] for key, item in self.table.items.items() if key.startswith(MARKER))
 
     def total_charged(self) -> int:
         return int(self.payments()["amount"].sum())

@@ -15,6 +15,10 @@ VERSIONED = {"m-1": Message("m-1", {"order_id": 1042, "amount": 40, "version": 1
              "m-2": Message("m-2", {"order_id": 1042, "amount": 5, "version": 2})}
 
 
+MOST_DELIVERIES = 20
+"""The longest order :func:`check_version_order` plays: each delivery runs through DuckDB three times."""
+
+
 def charges_by_row(order: list[str]) -> dict[str, int]:
     """Dollars charged when ``order`` (message IDs) is delivered to each business row and to the inbox (what is owed)."""
     messages = [VERSIONED[message_id] for message_id in order]
@@ -28,12 +32,21 @@ def check_version_order(order: Any) -> Feedback:
     and the versioned row too little, both at once."""
     if (missing := blank(order, 'a list of message IDs such as ["m-1", "m-2", "m-1"]')) is not None:
         return missing
+    if hasattr(order, "tolist") and not isinstance(order, (str, bytes)):
+        order = order.tolist()  # a NumPy array of the IDs, in order
     if isinstance(order, str) or not isinstance(order, (list, tuple)) or not order:
         return hint('Answer with a list of message IDs, in the order they are delivered, such as ["m-1", "m-2"].')
+    if len(order) > MOST_DELIVERIES:
+        return hint(f"That is {len(order)} deliveries; answer with at most {MOST_DELIVERIES} (each one runs through "
+                    "both rows and the inbox in DuckDB, and a short order shows it).")
+    if any(isinstance(item, Message) for item in order):
+        return hint('Answer with the messages\' IDs, not the Message objects: m2.message_id is "m-2".')
     ids = [item.strip() if isinstance(item, str) else item for item in order]
     unknown = [item for item in ids if not isinstance(item, str) or item not in VERSIONED]
     if unknown:
-        return hint(f"Only m-1 (version 1, $40) and m-2 (version 2, $5) take part; {unknown!r} is neither.")
+        # ascii() shows a look-alike dash or space as its code point, where repr() would print "m‐2" as if it were m-2
+        return hint(f"Only the message IDs m-1 (version 1, $40) and m-2 (version 2, $5) take part, as strings; "
+                    f"{ascii(unknown[0])} is neither.")
     charged = charges_by_row(ids)
     last_id, versioned, owed = charged["business row"], charged["business row, version"], charged["inbox"]
     if versioned >= owed:
@@ -57,8 +70,10 @@ CACHE_SERVERS = ("payments", "loyalty")
 
 # What each server of that exercise loses, and why (rows of data/facts.csv):
 # payments: maxmemory 0 sets no limit, so allkeys-lru never runs (valkey_maxmemory_zero_no_limit); the container's
-#   out-of-memory kill is a restart that reads the append-only file back, losing at most a single write
-#   (valkey_aof_process_failure); with everysec the machine failing loses about the last second (redis_aof_everysec_loss).
+#   out-of-memory kill is a restart that reads the append-only file back from the persistent volume, losing at most a
+#   single write (valkey_aof_process_failure); without the volume the restarted container starts clean and forgets every
+#   claim (kubernetes_container_restart_clean_state), which is why the table names it; with everysec the machine
+#   failing loses about the last second (redis_aof_everysec_loss).
 # loyalty: claims written without EX carry no time to live, which volatile-ttl never evicts (valkey_volatile_ttl,
 #   valkey_volatile_like_noeviction); appendfsync always keeps every write (valkey_appendfsync_always); a replica that
 #   Sentinel promotes lacks the writes not yet replicated (redis_replication_async).
@@ -69,13 +84,13 @@ _TOO_MANY = {
     ("payments", "evicts early"): "payments has maxmemory 0: under what limit would allkeys-lru evict? (Section 2, How a "
                                   "cache forgets early: what the course's own server's maxmemory of 0 means.)",
     ("payments", "forgets every claim on a restart"): "The container's memory limit kills payments when it outgrows it: a "
-        "restart. With appendonly yes, what does the server read when it starts again? (Section 2, after the course's "
-        "server's settings.)",
+        "restart. With appendonly yes, and its data directory on a persistent volume that outlives the container, what "
+        "does the server read when it starts again? (Section 2, after the private Valkey.)",
     ("payments", "loses recent claims on a failover"): "payments runs alone: which replica would take over?",
     ("loyalty", "evicts early"): "loyalty writes its claims without EX: which keys may a volatile- policy evict, and what "
                                  "does it do when none of them is left? (Section 2, How a cache forgets early.)",
     ("loyalty", "forgets every claim on a restart"): "loyalty has appendonly yes: what does the server read when it starts "
-                                                     "again? (Section 2, after the course's server's settings.)",
+                                                     "again? (Section 2, after the private Valkey.)",
     ("loyalty", "loses the last second if the machine fails"): "loyalty fsyncs after every write (appendfsync always), so "
         "its file holds the last second. When its machine fails, though, who answers the next claim, and what has that "
         "server received? (Section 2, after the private Valkey.)",
@@ -92,16 +107,18 @@ _TOO_FEW = {
 
 def _named_losses(server: str, losses: Any) -> frozenset[str] | Feedback:
     """``losses`` as a set of :data:`CACHE_LOSSES` names, or the hint that says what is off."""
+    if hasattr(losses, "tolist") and not isinstance(losses, (str, bytes)):
+        losses = losses.tolist()  # a NumPy array of the names
     if isinstance(losses, str) or not isinstance(losses, (set, frozenset, list, tuple)):
-        return hint(f'Give each server a set of the names, such as {{"none"}}; {server}\'s is {losses!r}.')
+        return hint(f'Give each server a set of the names, such as {{"none"}}; the one for {server} is {losses!r}.')
     named: set[str] = set()
     for loss in losses:
-        name = one_of(loss, CACHE_LOSSES, f"each name of {server}'s set")
+        name = one_of(loss, CACHE_LOSSES, f"each name in the set for {server}")
         if not isinstance(name, str):
             return name
         named.add(name)
     if not named:
-        return hint(f'{server}\'s set is empty; if no way of forgetting applies to it, give it {{"none"}}.')
+        return hint(f'The set for {server} is empty; if no way of forgetting applies to it, give it {{"none"}}.')
     if "none" in named and len(named) > 1:
         return hint(f'"none" says {server} forgets nothing early; it cannot stand beside another name.')
     return frozenset(named - {"none"})
@@ -127,7 +144,7 @@ def check_cache_losses(losses: Any) -> Feedback:
         if lacking := sorted(_SERVERS_LOSE[server] - named):
             return hint(_TOO_FEW[(server, lacking[0])])
     return right("payments never evicts (maxmemory 0 sets no limit, whatever the policy), and the out-of-memory kill its "
-                 "container deals is a restart that reads the append-only file back, all but at most the single write in "
-                 "flight; only a machine failure costs it the last second. loyalty never evicts a claim (they carry no "
-                 "time to live) and keeps every write on disk, but its replica, promoted by Sentinel, lacks what had not "
-                 "reached it yet. Each lets duplicates through, so a guard that commits with the work stays.")
+                 "container deals is a restart that reads the append-only file back from its volume, all but at most the "
+                 "single write in flight; only a machine failure costs it the last second. loyalty never evicts a claim "
+                 "(they carry no time to live) and keeps every write on disk, but its replica, promoted by Sentinel, lacks "
+                 "what had not reached it yet. Each lets duplicates through, so a guard that commits with the work stays.")
