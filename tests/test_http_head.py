@@ -153,3 +153,22 @@ def test_a_request_line_too_long_gets_414_uri_too_long(server):
 def test_a_head_over_the_limits_gets_431_request_header_fields_too_large(api, server, lines):
     answer = raw_request(server.url, head(api.issue_token("shop-1"), *lines))
     assert (answer.status, answer.body["title"]) == (431, "Request Header Fields Too Large") and is_problem(answer)
+
+
+@pytest.mark.parametrize("ows", ["\t", " ", " \t "])
+def test_a_valid_key_followed_by_whitespace_is_that_key(api, server, ows):
+    """RFC 9110, section 5.5: a field value excludes leading and trailing whitespace (SP and HTAB), so the HTTP layer
+    hands the Structured Field parse ``"k3"``; RFC 9651's parse (section 4.2) then drops leading and trailing SP
+    only, which a value without that whitespace does not need. A tab after the String is OWS, not a second value."""
+    answer = raw_request(server.url, head(api.issue_token("shop-1"), f'Idempotency-Key: "k3"{ows}',
+                                          f"Content-Length: {len(CHARGE)}"))
+    assert answer.status == 201 and [key for _, key, _ in api.stored_keys()] == ["k3"]
+
+
+def test_the_key_parse_drops_each_line_s_ows_before_it_combines_the_lines():
+    from idemlib.http.fields import FieldError, parse_key
+    assert parse_key(['"k3"\t']) == parse_key(['\t"k3" ']) == "k3"
+    with pytest.raises(FieldError, match="more than one value"):
+        parse_key(['"k3"\t', '"k4"'])
+    with pytest.raises(FieldError, match="cannot hold"):
+        parse_key(['"k\t3"'])  # inside a String, a tab is no whitespace to drop

@@ -233,7 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, body, tag = api.put_status(order_id, self._body(), if_match)
         else:
             status, body, tag = api.delete_status(order_id, if_match)
-        return status, body, {"ETag": tag}, False
+        return status, body, {"ETag": tag} if tag else {}, False
 
     def _handle(self) -> None:
         try:
