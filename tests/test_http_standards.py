@@ -10,7 +10,8 @@
 - problem details: ``about:blank`` with the status phrase, or a type of the
   server's own that the server documents (RFC 9457, section 4.2.1);
 - 201 carries ``Location`` (RFC 9110, section 9.3.3), and a 412 refuses a ``PUT``
-  whose ``If-Match`` is stale (section 13.1.1).
+  whose ``If-Match`` is stale, or is ``*`` once the status is deleted (section 13.1.1);
+  a repeated ``DELETE`` is 404 and changes no version.
 """
 
 import json
