@@ -131,6 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return  # the client closed the connection without a request
         except TimeoutError:
             self._reply(408, _timeout(self.server.client_timeout, "the headers"))
+            self._drain()
             return
         except HeadError as error:
             self._reply(error.status, problem(error.status, error.title or phrase(error.status), error.detail))
