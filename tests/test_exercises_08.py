@@ -17,7 +17,9 @@ BANKS = {
         right=[moves(),
                moves(taken_over="first body"),  # the takeover had completed: sent at once, it gets the replay too
                ({"still at work": "Same Key  Later", "taken over": "SAME KEY LATER", "second payment": "New key",
-                 "rebuilt in cents": " first body "},)],  # a name in any case, its spaces run together
+                 "rebuilt in cents": " first body "},),  # a name in any case, its spaces run together
+               ({"Still at work": "same key later", "taken over ": "same key later", "SECOND PAYMENT": "new key",
+                 "rebuilt  in cents": "first body"},)],  # the situations' names too, as the moves' are
         wrong=[
             Wrong(moves(second_payment="first body"), "$40 of the $45 owed"),  # every 422 read as "send what was first sent"
             Wrong(moves(rebuilt_in_cents="new key"), "the rebuilt body said 4000"),  # every 422 read as "a new key"
@@ -25,7 +27,7 @@ BANKS = {
             Wrong(moves(still_at_work="new key"), "$80"),  # a new key while the first is still at work
             Wrong(moves(taken_over="new key"), "$80"),
             Wrong(moves(still_at_work="give up"), "told the payment failed"),
-            Wrong(moves(taken_over="give up"), "told the payment failed"),
+            Wrong(moves(taken_over="give up"), "was charged the $40 owed"),  # harmless money, but no 201 in hand
             Wrong(moves(second_payment="same key later"), "422 again"),  # 422 read as "not yet"
             Wrong(moves(rebuilt_in_cents="same key later"), "422 again"),
             Wrong(moves(second_payment="give up"), "told the payment failed"),
@@ -36,7 +38,10 @@ BANKS = {
             Wrong(moves(second_payment="send the same body again at once, with a new key"), "is one of the names"),
             Wrong(({409: "same key later", 422: "first body"},), "exactly the situations"),  # by status: 422 has two
             Wrong(({"still at work": "same key later"},), "exactly the situations"),
-            Wrong(({**RIGHT_MOVES, "Still at work": "same key later"},), "exactly the situations"),
+            Wrong(({**RIGHT_MOVES, "Still at work": "same key later"},), "'still at work' a second time"),
+            Wrong(({**{k: v for k, v in RIGHT_MOVES.items() if k != "taken over"}, "taken ovr": "same key later"},),
+                  "'taken ovr' is not one of those keys"),  # a typo is named, not just the shape
+            Wrong(({"still at work": "same key later"},), "'taken over' has no value"),
             Wrong((list(RIGHT_MOVES.values()),), "dict"),
         ],
     ),

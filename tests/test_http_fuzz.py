@@ -68,7 +68,6 @@ def request_for(rng: random.Random, number: int, tokens: dict[str, str]) -> tupl
     headers: dict[str, str] = {}
     client = rng.choice(CLIENTS + ["stranger", None])
     token = tokens.get(client or "", "a-token-never-issued" if client else None)
-    # Keys name their client, so that a charge's message_id (the key) tells whose it was.
     mine = [f"{client}-{n}" for n in range(KEYS)]
     key = rng.choice([f'"{k}"' for k in mine] + [None, '""', '"' + "x" * 300 + '"', '"with space"', rng.choice(mine),
                                                  f'"{rng.choice(mine)}", "x"', '"unbalanced', f'"fresh-{number}"'])
@@ -115,7 +114,7 @@ def test_fuzzed_requests_sent_concurrently_are_all_answered_and_nothing_is_charg
     assert set(records) <= set(executed)
     # Nothing executed twice: at most one charge per key, and every answer for a key is the one stored.
     charged = api.payments.payments()
-    keyed = charged[charged.message_id.isin([key for _, key in records])]
+    keyed = charged[charged.message_id.isin([f"{client}:{key}" for client, key in records])]
     assert keyed.groupby("message_id").size().max() == 1
     for carried, status in records.items():
         assert [a.status for a in executed[carried]].count(201) <= 1

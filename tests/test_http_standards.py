@@ -10,7 +10,8 @@
 - problem details: ``about:blank`` with the status phrase, or a type of the
   server's own that the server documents (RFC 9457, section 4.2.1);
 - 201 carries ``Location`` (RFC 9110, section 9.3.3), and a 412 refuses a ``PUT``
-  whose ``If-Match`` is stale (section 13.1.1).
+  whose ``If-Match`` is stale, or is ``*`` once the status is deleted (section 13.1.1);
+  a repeated ``DELETE`` is 404 and changes no version.
 """
 
 import json
@@ -217,3 +218,40 @@ def test_a_put_whose_if_match_is_stale_gets_412_and_cannot_overwrite_a_newer_sta
     gone = client.request("DELETE", "/orders/2001/status", headers={"If-Match": refunded.headers["etag"]})
     again = client.request("PUT", "/orders/2001/status", {"status": "NEW"}, {"If-Match": created.headers["etag"]})
     assert gone.status == 200 and again.status == 412  # a deleted status does not give its old versions back
+
+
+def status_request(server, token, method, if_match=None, status="NEW"):
+    """PUT, DELETE or GET /orders/3001/status over a raw socket, with ``If-Match`` as sent."""
+    body = json.dumps({"status": status}).encode() if method == "PUT" else b""
+    return raw_request(server.url, http_request(method, "/orders/3001/status", body,
+                                                {"If-Match": if_match} if if_match else {}, token=token))
+
+
+def test_if_match_star_fails_when_the_status_was_deleted_and_a_second_delete_changes_nothing(api, server):
+    """RFC 9110, section 13.1.1: "If the field value is "*", the condition is false if the origin server has no current
+    representation for the target resource". A repeated DELETE has the first one's effect (section 9.2.2), gone, and
+    its answer says there is nothing to delete: the 404 a GET gets, with no new version."""
+    token = api.issue_token("shop-1")
+    created = status_request(server, token, "PUT")
+    assert status_request(server, token, "PUT", "*", "PAID").status == 200  # a status exists: * matches
+    gone = status_request(server, token, "DELETE")
+    star = status_request(server, token, "PUT", "*", "NEW")
+    old_tag = status_request(server, token, "PUT", created.headers["etag"], "NEW")
+    again = status_request(server, token, "DELETE")
+    assert (gone.status, star.status, old_tag.status) == (200, 412, 412) and is_problem(star)
+    assert again.status == 404 and "etag" not in again.headers and api.order_status(3001) is None
+    recreated = status_request(server, token, "PUT", status="NEW")
+    assert recreated.status == 200 and recreated.headers["etag"] == '"4"'  # NEW, PAID, deleted: then the fourth version
+
+
+def test_deleting_a_status_that_never_existed_is_404_and_stores_nothing(api, server):
+    answer = status_request(server, api.issue_token("shop-1"), "DELETE", "*")
+    assert answer.status == 404 and is_problem(answer)
+    assert api.orders.read(3001) == (None, None)
+
+
+def test_a_payment_records_the_client_scoped_key_so_two_clients_payments_under_one_key_stay_apart(api, server):
+    """The key a payment row records is the one the server stores: the client's and its key, not the bare key."""
+    for shop in ("shop-1", "shop-2"):
+        assert charge(server, api.issue_token(shop)).status == 201
+    assert sorted(api.payments.payments().message_id) == ["shop-1:m-7f3:charge", "shop-2:m-7f3:charge"]

@@ -244,7 +244,8 @@ class ChargesApi:
         def commit(cursor: Cursor) -> None:
             session = PaymentsSession(cursor, self.payments)
             if status == 201:
-                session.charge(body["order_id"], body["amount"], claim.key if claim else result["id"])
+                # the key as the server scopes it: two clients' payments under one key are two operations
+                session.charge(body["order_id"], body["amount"], f"{client}:{claim.key}" if claim else result["id"])
                 cursor.execute("INSERT INTO charges VALUES (?, ?, ?)", (result["id"], client, json.dumps(result)))
             if claim is not None and not self.keys.complete(cursor, claim, status, result):
                 raise _TakenOver
@@ -303,15 +304,16 @@ class ChargesApi:
         return problem(500, title, f"{what}, and nothing was charged. Retry with the same key: the retry "
                        "runs the charge again.")
 
-    def put_status(self, order_id: int, raw_body: bytes, if_match: str | None) -> tuple[int, dict[str, Any], str]:
+    def put_status(self, order_id: int, raw_body: bytes, if_match: str | None) -> tuple[int, dict[str, Any], str | None]:
         """``PUT /orders/<id>/status``: set the status (no key needed), if ``If-Match`` allows; with the new ETag."""
         return self.orders.write(order_id, parse_status(parse_json(raw_body, '{"status": "PAID"}')), if_match)
 
-    def delete_status(self, order_id: int, if_match: str | None) -> tuple[int, dict[str, Any], str]:
-        """``DELETE /orders/<id>/status``: remove the status, if ``If-Match`` allows. Removing what is gone changes nothing."""
+    def delete_status(self, order_id: int, if_match: str | None) -> tuple[int, dict[str, Any], str | None]:
+        """``DELETE /orders/<id>/status``: remove the status, if ``If-Match`` allows; 404, changing nothing, if it
+        has none (a repeat has the same effect, gone, and its answer says so)."""
         return self.orders.write(order_id, None, if_match)
 
-    def get_status(self, order_id: int) -> tuple[int, dict[str, Any], str]:
+    def get_status(self, order_id: int) -> tuple[int, dict[str, Any], str | None]:
         """``GET /orders/<id>/status``: the status and its ETag; 404 if it has none."""
         status, version = self.orders.read(order_id)
         if status is None or version is None:

@@ -1,11 +1,12 @@
 """The ``Idempotency-Key`` field as the draft defines it: a Structured Field Item whose value is a String.
 
 RFC 8941 section 4.2 (RFC 9651 has obsoleted RFC 8941 since) says how a recipient
-parses such a field: the field lines of a message are combined into one value,
-separated by commas (RFC 9110 section 5.3); leading and trailing spaces are
-dropped; one Item is parsed; anything left over makes the parse fail. So two ``Idempotency-Key`` lines, or a list of keys on one
-line, fail, and a bare token (``m-7f3:charge`` without quotes) is an sf-token, not
-the String the draft requires.
+parses such a field: each field line's value loses its leading and trailing
+whitespace, SP and HTAB (RFC 9110 section 5.5); the lines are combined into one
+value, separated by commas (section 5.3); leading and trailing spaces are dropped;
+one Item is parsed; anything left over makes the parse fail. So two
+``Idempotency-Key`` lines, or a list of keys on one line, fail, and a bare token
+(``m-7f3:charge`` without quotes) is an sf-token, not the String the draft requires.
 
 The server's own policy comes on top, as the draft's security section asks a
 server to publish one: at most :data:`MAX_KEY_LENGTH` characters, no spaces, and no
@@ -23,7 +24,9 @@ class FieldError(ValueError):
 
 def parse_string_item(lines: list[str]) -> str:
     """The String carried by a singular Structured Field sent as ``lines``; raises :class:`FieldError`."""
-    value = ", ".join(lines).strip(" ")
+    # RFC 9110 (5.5): a field line's value excludes its leading and trailing SP and HTAB; RFC 9651 (4.2) then
+    # parses the lines combined, dropping leading and trailing SP.
+    value = ", ".join(line.strip(" \t") for line in lines).strip(" ")
     if not value.startswith('"'):
         raise FieldError("is not a String in double quotes (an unquoted key is an sf-token)")
     chars, index = [], 1

@@ -9,7 +9,9 @@ sends the version it based its change on in ``If-Match``, and a request whose
 version is no longer current is refused with 412 and changes nothing.
 
 A ``DELETE`` keeps the row, with no status and the next version, so a status set
-again later never reuses a version an old request may still carry.
+again later never reuses a version an old request may still carry. A deleted status
+has no representation, so no ``If-Match`` matches it, ``*`` included, and a second
+``DELETE`` finds nothing to delete: 404, as a ``GET`` gets, and no new version.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ def etag(version: int) -> str:
 
 
 def matches(if_match: str | None, version: int | None) -> bool:
-    """Whether ``If-Match`` lets a request change the status now at ``version`` (None: no status yet).
+    """Whether ``If-Match`` lets a request change the status now at ``version`` (None: no current status).
 
-    No header: always. ``*``: when there is a status. Otherwise a list of entity
-    tags compared strongly (RFC 9110, section 13.1.1): a weak tag never matches.
+    No header: always. ``*``: when there is a current status. Otherwise a list of
+    entity tags compared strongly (RFC 9110, section 13.1.1): a weak tag never matches.
     """
     if if_match is None:
         return True
@@ -65,15 +67,20 @@ class OrderStatuses:
                                                (order_id,)).fetchall()
         return (rows[0][0], rows[0][1]) if rows else (None, None)
 
-    def write(self, order_id: int, status: str | None, if_match: str | None) -> tuple[int, dict[str, Any], str]:
-        """Set (or, with None, remove) the status if ``If-Match`` allows: (HTTP status, body, ETag); 412 if not."""
+    def write(self, order_id: int, status: str | None, if_match: str | None) -> tuple[int, dict[str, Any], str | None]:
+        """Set (or, with None, remove) the status if ``If-Match`` allows: (HTTP status, body, ETag, None once
+        removed); 412 if ``If-Match`` does not match, 404 for removing a status that is not there."""
         def change(cursor: Cursor) -> int:
-            rows = cursor.execute("SELECT version FROM order_status WHERE order_id = ?", (order_id,)).fetchall()
-            version = rows[0][0] if rows else None
-            if not matches(if_match, version):
+            rows = cursor.execute("SELECT status, version FROM order_status WHERE order_id = ?",
+                                  (order_id,)).fetchall()
+            version = rows[0][1] if rows else None
+            current = version if rows and rows[0][0] is not None else None  # a removed status has no representation
+            if status is None and current is None:  # a 404 whatever the preconditions say (RFC 9110, 13.2.1)
+                raise Refused(404, "Not Found", f"Order {order_id} has no status to delete; nothing was changed.")
+            if not matches(if_match, current):
                 raise Refused(412, "Precondition Failed", f"If-Match: {if_match[:60] if if_match else ''} is not the "
-                              f"status's current version ({etag(version) if version else 'none yet'}); nothing was "
-                              "changed.", headers={"ETag": etag(version)} if version else None)
+                              f"status's current version ({etag(current) if current else 'it has none'}); nothing "
+                              "was changed.", headers={"ETag": etag(current)} if current else None)
             cursor.execute("INSERT INTO order_status VALUES (?, ?, 1) ON CONFLICT (order_id) DO UPDATE "
                            "SET status = excluded.status, version = version + 1", (order_id, status))
             return (version or 0) + 1
@@ -84,7 +91,7 @@ class OrderStatuses:
                 version = retry_conflicts(self.database, change)
         except (WriteConflict, *self.database.conflict_errors):
             raise busy() from None
-        return 200, {"order_id": order_id, "status": status}, etag(version)
+        return 200, {"order_id": order_id, "status": status}, etag(version) if status is not None else None
 
 
 def parse_status(body: Any) -> str:

@@ -47,6 +47,9 @@ TYPES: dict[str, tuple[str, str]] = {
     "one-authorization-field": ("One Authorization field required", "A request carries at most one "
                                 "Authorization header field: its value is one set of credentials, not a list "
                                 "(RFC 9110, section 5.3), and two would leave open which client sent it."),
+    "malformed-header-field": ("Malformed header field", "Each header line is a field name (a token), a colon "
+                               "right after it, and a value on the same line (RFC 9112, section 5): no whitespace "
+                               "before the colon, no obsolete line folding, no control characters."),
     "host-required": ("One Host field required", "An HTTP/1.1 request carries exactly one Host header field "
                       "(RFC 9112, section 3.2)."),
     "bad-content-length": ("Bad Content-Length", "Content-Length is one decimal number of bytes."),
@@ -69,8 +72,10 @@ TYPES: dict[str, tuple[str, str]] = {
 _BY_TITLE = {title: name for name, (title, _) in TYPES.items()}
 
 
-# RFC 9110's names for two codes Python 3.11's http module still calls by their RFC 7231 names.
-RFC9110_PHRASES = {413: "Content Too Large", 422: "Unprocessable Content"}
+# RFC 9110's phrases for the four codes Python 3.11's http module names as older RFCs did:
+# 413, 414 and 416 as RFC 2616 did, 422 as RFC 4918 did.
+RFC9110_PHRASES = {413: "Content Too Large", 414: "URI Too Long", 416: "Range Not Satisfiable",
+                   422: "Unprocessable Content"}
 
 
 def phrase(status: int) -> str:

@@ -2,13 +2,17 @@
 
 Every request gets a status line and, for every error, a problem-details body:
 a Content-Length that is not a plain number, a body larger than the server reads,
-a method the server does not serve, a client too slow to send its body (the socket
-times out), and a failure inside the application, which is a 500 with problem
+a method the server does not serve, a client too slow to send its request (one
+deadline for its head and body), and a failure inside the application, which is a 500 with problem
 details rather than a connection closed in silence.
 
-What RFC 9112 asks of a server is kept: an HTTP/1.1 request without a ``Host`` field,
-or any request with two, is refused with 400 (section 3.2), and a target in
-absolute form (``POST http://host/charges``) is served like its path (3.2.2). Every
+What RFC 9112 asks of a server is kept: every header line is checked as section 5
+says, and none is dropped or merged (:mod:`idemlib.http.head`); an HTTP/1.1 request
+without a ``Host`` field, or any request with two, is refused with 400 (section 3.2),
+and a target in absolute form (``POST http://host/charges``) is served like its path
+(3.2.2). The server answers as HTTP/1.0, one request per connection
+(``Connection: close``), so it keeps no connection open; it reads no chunked body,
+and a request with ``Transfer-Encoding`` gets 501. Every
 request but a ``GET`` of ``/problems/<type>`` (the server's documentation of its
 problem types) is authenticated by its bearer token before its body is read.
 
@@ -24,10 +28,12 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from io import BufferedReader, BytesIO
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from idemlib.http.charges import ChargesApi, parse_order_id
+from idemlib.http.head import HeadError, read_head
 from idemlib.http.problems import PROBLEM_TYPE, RFC9110_PHRASES, TYPES_PATH, Refused, documentation, phrase, problem
 
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -48,10 +54,6 @@ class _Handler(BaseHTTPRequestHandler):
     responses = {**BaseHTTPRequestHandler.responses,
                  **{code: (name, BaseHTTPRequestHandler.responses[code][1]) for code, name in RFC9110_PHRASES.items()}}
 
-    def setup(self) -> None:
-        self.timeout = self.server.client_timeout  # type: ignore[misc]  # per server, not per class; every read and write on the socket waits at most this long
-        super().setup()
-
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass  # a lesson's output is no place for access logs
 
@@ -69,6 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply(self, status: int, body: dict[str, Any] | str, headers: dict[str, str] | None = None) -> None:
         """Send the answer: JSON (problem details for an error), or a page of plain text."""
         payload = (body if isinstance(body, str) else json.dumps(body)).encode()
+        self.connection.settimeout(self.server.client_timeout)  # each write may wait this long, whatever the read left
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; charset=utf-8" if isinstance(body, str)
                          else PROBLEM_TYPE if status >= 400 else "application/json")
@@ -104,11 +107,10 @@ class _Handler(BaseHTTPRequestHandler):
         return body
 
     def _read(self, length: int) -> bytes:
-        """Up to ``length`` bytes of body, all within one client timeout: a client dripping a byte at a time is cut off too."""
-        deadline = time.monotonic() + self.server.client_timeout
+        """Up to ``length`` bytes of body, by the request's deadline: a client dripping a byte at a time is cut off too."""
         chunks: list[bytes] = []
         while length > 0:
-            if (remaining := deadline - time.monotonic()) <= 0:
+            if (remaining := self.deadline - time.monotonic()) <= 0:
                 raise TimeoutError("the body took too long")
             self.connection.settimeout(remaining)
             if not (chunk := self.rfile.read1(min(length, 65536))):
@@ -117,18 +119,45 @@ class _Handler(BaseHTTPRequestHandler):
             length -= len(chunk)
         return b"".join(chunks)
 
+    def handle_one_request(self) -> None:
+        """One request: its head read and checked within the client timeout (:mod:`idemlib.http.head`), then
+        http.server's reading of the request line and its call of ``do_<METHOD>``."""
+        self.requestline = self.command = ""  # what a refusal before the request line is read reports
+        self.request_version, self.close_connection = self.default_request_version, True
+        self.deadline = time.monotonic() + self.server.client_timeout  # for the head and the body together
+        # socketserver makes rfile with makefile("rb", -1), a BufferedReader (typed as its base class)
+        try:
+            if (head := read_head(cast(BufferedReader, self.rfile), self.connection, self.deadline)) is None:
+                return  # the client closed the connection without a request
+        except TimeoutError:
+            self._reply(408, _timeout(self.server.client_timeout, "the headers"))
+            self._drain()
+            return
+        except HeadError as error:
+            self._reply(error.status, problem(error.status, error.title or phrase(error.status), error.detail))
+            self._drain()
+            return
+        self.raw_requestline, self.fields = head
+        if not self.parse_request():
+            return
+        if (serve := getattr(self, f"do_{self.command}", None)) is None:
+            self.send_error(501)
+            return
+        serve()
+        self.wfile.flush()
+
     def parse_request(self) -> bool:
-        """http.server's reading of the request line and headers, with a 408 for headers that stop arriving,
-        and a 400 for an HTTP/1.1 request without exactly one valid ``Host`` field (RFC 9112, section 3.2)."""
+        """http.server's reading of the request line (its 400 and 505), with the fields read already, and a 400
+        for an HTTP/1.1 request without exactly one valid ``Host`` field (RFC 9112, section 3.2)."""
+        stream, self.rfile = self.rfile, BytesIO(b"\r\n")  # http.server reads the fields from rfile: here, none
         try:
             if not super().parse_request():
                 return False
-        except TimeoutError:
-            self.close_connection = True
-            self._reply(408, _timeout(self.server.client_timeout, "the headers"))
-            return False
+        finally:
+            self.rfile = stream
+        self.headers = self.fields
         hosts = self.headers.get_all("Host", [])
-        valid = all(set(host.strip()) <= HOST_CHARACTERS for host in hosts)
+        valid = all(set(host) <= HOST_CHARACTERS for host in hosts)
         if len(hosts) > 1 or not valid or (not hosts and self.request_version != "HTTP/1.0"):
             found = "no Host field" if not hosts else f"{len(hosts)} Host fields" if len(hosts) > 1 else "an invalid Host"
             self.close_connection = True
@@ -205,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, body, tag = api.put_status(order_id, self._body(), if_match)
         else:
             status, body, tag = api.delete_status(order_id, if_match)
-        return status, body, {"ETag": tag}, False
+        return status, body, {"ETag": tag} if tag else {}, False
 
     def _handle(self) -> None:
         try:
@@ -235,15 +264,17 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _timeout(seconds: float, part: str) -> dict[str, Any]:
-    return problem(408, phrase(408), f"The server waited {seconds:g} seconds for {part} of the request. "
-                   "Send the whole request at once.")
+    return problem(408, phrase(408), f"The server gives a request {seconds:g} seconds to arrive, head and body; "
+                   f"{part} had not arrived by then. Send the whole request at once.")
 
 
 class ApiServer(ThreadingHTTPServer):
     """The charges API served on 127.0.0.1 from a background thread; stop it with :meth:`stop`.
 
-    ``client_timeout`` bounds each read and write on a client's socket, so a client
-    that never finishes its request holds a thread for that long at most.
+    ``client_timeout`` is one deadline for the whole request, its head and its body,
+    however the client spreads its bytes, and a bound on each write of the answer: a
+    client that never finishes its request holds a thread for that long (then the
+    short :meth:`_Handler._drain` after a refusal), not longer.
     """
 
     daemon_threads = True

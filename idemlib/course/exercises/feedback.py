@@ -163,18 +163,27 @@ def _spelling(name: str) -> str:
 
 def one_each(answer: Any, keys: Iterable[str], options: Iterable[str], what: str,
              keys_named: str = "") -> dict[str, str] | Feedback:
-    """``answer`` as a dict from each of ``keys`` to one of the named ``options`` (:func:`one_of`), or the hint
-    that says what is off: the keys (``keys_named`` says what they are), or ``what`` of the first key whose
-    value is not one of the options."""
+    """``answer`` as a dict from each of ``keys`` to one of the named ``options``, or the hint that says what
+    is off: the key that is not one of ``keys`` (``keys_named`` says what they are), the key named twice or
+    missing, or ``what`` of the first key whose value is not one of the options. Keys and values are names
+    compared as :func:`one_of` compares them, in any letter case and spacing."""
     keys, options = list(keys), list(options)
-    if not isinstance(answer, dict) or set(answer) != set(keys):
-        return hint(f"Answer with a dict whose keys are exactly {keys_named or ''}{keys}, each mapped to one of {options}.")
+    shape = f"Answer with a dict whose keys are exactly {keys_named or ''}{keys}, each mapped to one of {options}."
+    if not isinstance(answer, dict):
+        return hint(shape)
     given: dict[str, str] = {}
     for key, value in answer.items():
-        named = one_of(value, options, f"{what} of {key!r}")
+        name = one_of(key, keys) if isinstance(key, str) else None
+        if not isinstance(name, str):
+            return hint(f"{shape} {key!r} is not one of those keys.")
+        if name in given:
+            return hint(f"{shape} {key!r} names {name!r} a second time.")
+        named = one_of(value, options, f"{what} of {name!r}")
         if not isinstance(named, str):
             return named
-        given[key] = named
+        given[name] = named
+    if missing := [key for key in keys if key not in given]:
+        return hint(f"{shape} {missing[0]!r} has no value.")
     return given
 
 

@@ -187,8 +187,10 @@ def _why(status: int, situation: str, move: str, result: Outcome) -> str:
                 f"${result.owed} owed: that answer was the one stored for the key's first body, and the payment "
                 "you meant was never made. Was this request a retry of the first one, or a payment of its own?")
     if result.answer is None:
+        card = (f"was charged the ${result.owed} owed" if result.charged == result.owed
+                else f"shows ${result.charged} of the ${result.owed} owed")
         return (f"after a {status} ({situation}), '{move}' left the customer told the payment failed, while the card "
-                f"shows ${result.charged} of the ${result.owed} owed. Did that refusal say nothing would be charged?")
+                f"{card}. Did that refusal say nothing would be charged?")
     if status == HTTPStatus.CONFLICT:
         return (f"after a {status} ({situation}), '{move}' got a {result.answer} again: nothing in the request was "
                 "wrong, so sent again at once it met the key in the same state. What does a 409 say about the first "
