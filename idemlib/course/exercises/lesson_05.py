@@ -324,7 +324,7 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
     owner: dict[str, Event] = {}  # the ID the inbox has seen, and the first event that had it
     collided: list[tuple[int, str]] = []
     missed: dict[str, int] = {}
-    width = functools.cache(lambda: _key_space_bits(first_ids))
+    width = functools.cache(lambda: _key_space_bits(first_ids))  # of the keys up to the first digest collision
     start = 0
     for event, why_copied in zip(named, whys):
         first_id, end = every_id[start], start + 1 + len(why_copied)
