@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
 import functools
 import hashlib
@@ -14,27 +15,24 @@ from urllib.parse import quote
 from exercise_bank import Bank, Wrong, bank_tests
 
 
-def source_and_id(record):
-    return f"{record['source']} {record['id']}"  # CloudEvents: source + id is unique for each distinct event
-
-
-def as_tuple(record):
-    return (record["source"], record["id"])
+def digest_of(*parts):
+    """A 256-bit digest of the parts, written so that no two lists of parts give one text (JSON quotes each)."""
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
 def digest_of_both(record):
-    return hashlib.sha256(json.dumps([record["source"], record["id"]]).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([record["source"], record["id"]]).encode()).hexdigest()  # the model answer
 
 
 PAYMENTS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
 
 
 def namespaced_uuid5(record):
-    return str(uuid.uuid5(PAYMENTS, json.dumps([record["source"], record["id"]])))
+    return str(uuid.uuid5(PAYMENTS, json.dumps([record["source"], record["id"]])))  # 122 bits
 
 
 def pick(fields, record):
-    return "|".join(record[field] for field in fields)
+    return digest_of(*(record[field] for field in fields))
 
 
 picked = functools.partial(pick, ("source", "id"))  # functools.partial, bound to a name
@@ -45,58 +43,127 @@ class Picker:
         self.fields = fields
 
     def __call__(self, record):
-        return tuple(record[field] for field in self.fields)
+        return digest_of(*(record[field] for field in self.fields))
 
 
-picker = Picker("id", "source")  # a callable object, bound to a name
+picker = Picker("id", "source")  # a callable object, bound to a name; id first, inside a digest of a JSON array
 
 
 def with_the_type(record):
-    return (record["type"], record["source"], record["id"])  # more than needed, still one per event
+    return digest_of(record["type"], record["source"], record["id"])  # more than needed, still one per event
+
+
+def fifty_six_bits(record):
+    return digest_of_both(record)[:14]  # the narrowest digest the check takes: 14 hex characters
+
+
+def blake2b_base64(record):
+    raw = hashlib.blake2b(json.dumps([record["source"], record["id"]]).encode(), digest_size=16).digest()
+    return base64.urlsafe_b64encode(raw).decode()  # 128 bits in 24 characters
 
 
 def length_prefixed(record):
-    return f"{len(record['source'])}:{record['source']}:{record['id']}"  # the length says where the source ends
-
-
-def json_array(record):
-    return json.dumps([record["source"], record["id"]])
+    key = f"{len(record['source'])}:{record['source']}:{record['id']}"  # the length says where the source ends
+    return key if len(key) <= 255 else hashlib.sha256(key.encode()).hexdigest()  # whole when it fits
 
 
 def escaped(record):
-    return f"{quote(record['source'], safe='')}/{quote(record['id'], safe='')}"  # '/' and ':' escaped inside: unambiguous
+    key = f"{quote(record['source'], safe='')}/{quote(record['id'], safe='')}"  # '/' and ':' escaped: unambiguous
+    return key if len(key) <= 255 else "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def id_space_source(record):
+    # Unambiguous in either order: a source is a URI reference, and no URI reference holds a space, so the last
+    # space ends the id (IDs here may end in spaces).
+    key = f"{record['id']} {record['source']}"
+    return key if len(key) <= 255 else hashlib.sha256(key.encode()).hexdigest()
+
+
+def digest_of_id_colon_source(record):
+    # Id first, ':' between: "a:b" with source "c" and "a" with source "b:c" would read the same, but only if one
+    # source ended with ':' and another source. None here does (test_no_source_ends_with_another, below): right here.
+    return hashlib.sha256(f"{record['id']}:{record['source']}".encode()).hexdigest()
+
+
+def changes_its_record(record):
+    record["data"]["amount"] = 0  # an answer that writes to what it is given changes nothing the check reads
+    return digest_of(record.pop("source"), record.pop("id"))
+
+
+id_then_source = lambda r: digest_of(r["id"], r["source"])  # noqa: E731 - a lambda, as a learner passes one
+
+
+# Wrong: what the consumer refuses as a key (idemlib.messages.id_fault), first.
+def as_tuple(record):
+    return (record["source"], record["id"])  # not a string key
+
+
+def as_a_list(record):
+    return [record["source"], record["id"]]
 
 
 def nul_separated(record):
-    return f"{record['source']}\x00{record['id']}"  # a character no source or id here holds
+    return f"{record['source']}\x00{record['id']}"  # PostgreSQL text cannot hold a NUL
 
 
-id_then_source = lambda r: (r["id"], r["source"])  # noqa: E731 - a lambda, as a learner passes one
+def unit_separated(record):
+    return f"{record['source']}\x1f{record['id']}"  # ASCII's unit separator: a control character all the same
 
 
-# Wrong: the review's forms first.
+def source_and_id(record):
+    return f"{record['source']} {record['id']}"  # unambiguous, but the gateway's come to 270 characters
+
+
+def id_colon_source(record):
+    return f"{record['id']}:{record['source']}"  # the review's id-first forms: too long for the gateway's events
+
+
+def id_glued_to_source(record):
+    return record["id"] + record["source"]
+
+
+def cut_to_fit(record):
+    return f"{record['source']} {record['id']}"[:255]  # the gateway's IDs differ only past the cut
+
+
 def the_id_alone(record):
     return record["id"]  # two producers both send evt-000007
 
 
 def crc_16_bits(record):
-    return zlib.crc32(f"{record['source']}|{record['id']}".encode()) & 0xFFFF
-
-
-def sha_24_bits(record):
-    return hashlib.sha256(f"{record['source']}|{record['id']}".encode()).hexdigest()[:6]
+    return format(zlib.crc32(f"{record['source']}|{record['id']}".encode()) & 0xFFFF, "04x")
 
 
 def sha_32_bits(record):
-    return hashlib.sha256(f"{record['source']}|{record['id']}".encode()).hexdigest()[:8]
+    return digest_of_both(record)[:8]
+
+
+def sha_36_bits(record):
+    return digest_of_both(record)[:9]  # passed by luck before: 48 % odds of a collision among 300,000 events
+
+
+def sha_40_bits(record):
+    return digest_of_both(record)[:10]  # 4 %
+
+
+def sha_52_bits(record):
+    return digest_of_both(record)[:13]  # 1 in 100,000: still short of one in a million
+
+
+def part_of_the_id(record):
+    return f"{hashlib.sha256(record['source'].encode()).hexdigest()[:16]}|{record['id'][:6]}"  # cut, no digest
+
+
+def fails_on_the_gateway(record):
+    return digest_of_both(record) if len(record["source"]) < 100 else record["gateway_id"]  # no such field
 
 
 def lowered(record):
-    return f"{record['source']}|{record['id'].lower()}"
+    return digest_of(record["source"], record["id"].lower())
 
 
 def trimmed(record):
-    return f"{record['source']}|{record['id'].strip()}"
+    return digest_of(record["source"], record["id"].strip())
 
 
 def sqs_message_id(record):
@@ -112,11 +179,11 @@ def whole_record_hash(record):
 
 
 def with_attempt(record):
-    return f"{record['source']}|{record['id']}#{record['attempt']}"
+    return f"{digest_of_both(record)}#{record['attempt']}"
 
 
 def with_receive_count(record):
-    return f"{record['source']}|{record['id']}#{record['receive_count']}"
+    return f"{digest_of_both(record)}#{record['receive_count']}"
 
 
 def source_and_time(record):
@@ -124,7 +191,7 @@ def source_and_time(record):
 
 
 def order_only(record):
-    return record["data"]["order_id"]
+    return str(record["data"]["order_id"])
 
 
 def fresh_uuid(record):
@@ -132,26 +199,26 @@ def fresh_uuid(record):
 
 
 def builtin_hash(record):
-    return hash((record["source"], record["id"]))
+    return str(hash((record["source"], record["id"])))
 
 
 def hour_bucket(record):
-    return f"{record['source']}|{record['id']}@{int(record['sent_at'] // 3600)}"
+    return f"{digest_of_both(record)}@{int(record['sent_at'] // 3600)}"
 
 
 def month_bucket(record):
-    return f"{record['source']}|{record['id']}:{datetime.date.today():%Y-%m}"
+    return f"{digest_of_both(record)}:{datetime.date.today():%Y-%m}"
 
 
 def hardware_address(record):
-    return (uuid.getnode(), record["source"], record["id"])
+    return f"{uuid.getnode()}:{digest_of_both(record)}"
 
 
 STARTED = uuid.uuid4()
 
 
 def startup_uuid(record):
-    return (str(STARTED), record["source"], record["id"])
+    return f"{STARTED}:{digest_of_both(record)}"
 
 
 SEEN = {}
@@ -162,40 +229,36 @@ def remembered(record):
 
 
 def glued(record):
-    return record["source"] + record["id"]  # /stores/1 with 23 and /stores/12 with 3 read the same
+    return record["source"] + record["id"]
 
 
 def digest_of_glued(record):
     return hashlib.sha256((record["source"] + record["id"]).encode()).hexdigest()  # long, but of an ambiguous text
 
 
-def glued_format(record):
-    return "{source}{id}".format(**record)
-
-
-def changes_its_record(record):
-    record["data"]["amount"] = 0  # an answer that writes to what it is given changes nothing the check reads
-    return record.pop("source"), record.pop("id")
+def glued_format_digest(record):
+    return hashlib.sha256("{source}{id}".format(**record).encode()).hexdigest()
 
 
 def colon_joined(record):
-    return f"{record['source']}:{record['id']}"  # urn:shop:1 with 2:17 and urn:shop:1:2 with 17 read the same
-
-
-def slash_joined(record):
-    return f"{record['source']}/{record['id']}"  # /stores/1 with 2/17 and /stores/1/2 with 17 read the same
+    return f"{record['source']}:{record['id']}"
 
 
 def digest_of_colon_joined(record):
-    return hashlib.sha256(f"{record['source']}:{record['id']}".encode()).hexdigest()  # long, of an ambiguous text
+    return hashlib.sha256(f"{record['source']}:{record['id']}".encode()).hexdigest()  # urn:shop:1 + 2:17 = urn:shop:1:2 + 17
+
+
+def digest_of_slash_joined(record):
+    return hashlib.sha256(f"{record['source']}/{record['id']}".encode()).hexdigest()  # /stores/1 + 2/17 = /stores/1/2 + 17
+
+
+def colon_joined_digested_when_long(record):
+    key = f"{record['source']}:{record['id']}"
+    return key if len(key) <= 255 else hashlib.sha256(key.encode()).hexdigest()  # fits, but still ambiguous
 
 
 def type_slash_source_slash_id(record):
-    return f"{record['type']}/{record['source']}/{record['id']}"
-
-
-def as_a_list(record):
-    return [record["source"], record["id"]]  # cannot be a key
+    return digest_of_slash_joined({**record, "source": f"{record['type']}/{record['source']}"})
 
 
 def missing_field(record):
@@ -204,22 +267,36 @@ def missing_field(record):
 
 BANKS = {
     "check_message_id": Bank(
-        right=[(source_and_id,), (as_tuple,), (digest_of_both,), (namespaced_uuid5,), (picked,), (picker,),
-               (operator.itemgetter("source", "id"),), (with_the_type,), (id_then_source,), (changes_its_record,),
-               (length_prefixed,), (json_array,), (escaped,), (nul_separated,), ("{source}\x00{id}".format_map,)],
+        right=[(digest_of_both,), (namespaced_uuid5,), (picked,), (picker,), (with_the_type,), (fifty_six_bits,),
+               (blake2b_base64,), (length_prefixed,), (escaped,), (id_space_source,), (digest_of_id_colon_source,),
+               (id_then_source,), (changes_its_record,)],
         wrong=[
+            Wrong((as_tuple,), "must be text, not tuple"),
+            Wrong((operator.itemgetter("source", "id"),), "one string"),
+            Wrong((as_a_list,), "must be text"),
+            Wrong((nul_separated,), "NUL"),
+            Wrong(("{source}\x00{id}".format_map,), "NUL"),
+            Wrong((unit_separated,), "control character"),
+            Wrong((source_and_id,), "at most 255"),
+            Wrong((id_colon_source,), "at most 255"),
+            Wrong((id_glued_to_source,), "at most 255"),
+            Wrong((glued,), "at most 255"),
+            Wrong((colon_joined,), "at most 255"),
+            Wrong((cut_to_fit,), "cuts the characters"),
             Wrong((the_id_alone,), "names the producer"),
-            Wrong((glued,), "nothing between"),
             Wrong((digest_of_glued,), "nothing between"),
-            Wrong((glued_format,), "nothing between"),
-            Wrong((colon_joined,), "occurs inside"),
-            Wrong((slash_joined,), "occurs inside"),
+            Wrong((glued_format_digest,), "nothing between"),
             Wrong((digest_of_colon_joined,), "occurs inside"),
+            Wrong((digest_of_slash_joined,), "occurs inside"),
+            Wrong((colon_joined_digested_when_long,), "occurs inside"),
             Wrong((type_slash_source_slash_id,), "occurs inside"),
-            Wrong(("{source}/{id}".format_map,), "occurs inside"),
-            Wrong((crc_16_bits,), "16 or 32 bits"),
-            Wrong((sha_24_bits,), "16 or 32 bits"),
-            Wrong((sha_32_bits,), "16 or 32 bits"),
+            Wrong((crc_16_bits,), "at least 56 bits"),
+            Wrong((sha_32_bits,), "about 32 bits"),
+            Wrong((sha_36_bits,), "48%"),
+            Wrong((sha_40_bits,), "4%"),
+            Wrong((sha_52_bits,), "at least 56 bits"),
+            Wrong((part_of_the_id,), "keeps part of what names them"),
+            Wrong((fails_on_the_gateway,), "payments-gateway"),
             Wrong((lowered,), "letter case"),
             Wrong((trimmed,), "space is part"),
             Wrong((sqs_message_id,), "producer retry"),
@@ -236,7 +313,6 @@ BANKS = {
             Wrong((hardware_address,), "host name"),
             Wrong((startup_uuid,), "start-up"),
             Wrong((remembered,), "starts empty"),
-            Wrong((as_a_list,), "cannot be a key"),
             Wrong((missing_field,), "KeyError"),
             Wrong(("evt-000007",), "function"),
             Wrong((lambda record: None,), "no ID"),
@@ -272,3 +348,39 @@ def test_a_record_handed_out_is_the_callers_to_change():
     first["data"]["amount"], first["id"] = 0, "changed"
     again = next(event_copies())[0]
     assert again["id"] != "changed" and again["data"]["amount"] != 0
+
+
+def _named():
+    from idemlib.course.exercises.lesson_05 import event_copies
+
+    return [(copies[0]["source"], copies[0]["id"]) for copies in event_copies()]
+
+
+def test_the_gateways_events_are_too_long_to_key_whole_and_differ_only_past_the_cut():
+    named = _named()
+    long = [(source, event_id) for source, event_id in named if len(source) + len(event_id) + 1 > 255]
+    assert len(long) == 2_000 and all(len(source) < 190 and len(event_id) < 190 for source, event_id in long)
+    assert len({f"{source} {event_id}"[:255] for source, event_id in long}) < len(long)  # cut to fit, they collide
+
+
+def test_no_source_ends_with_another_so_an_id_first_join_reads_one_way_here():
+    # id + sep + source can read two ways only if some source is (something + sep +) another source: none is, so the
+    # id-first joins of the bank's right answers are right on this data, and the source-first ones are not.
+    named = _named()
+    sources = {source for source, _ in named}
+    assert not [(one, other) for one in sources for other in sources if one != other and one.endswith(other)]
+    for separator in ("", ":", "/"):
+        assert len({f"{event_id}{separator}{source}" for source, event_id in named}) == len(named)
+        assert len({f"{source}{separator}{event_id}" for source, event_id in named}) < len(named)
+
+
+def test_the_narrowest_digest_is_argued_from_the_odds_over_the_exercises_events():
+    from idemlib.course.exercises.lesson_05 import EVENTS, MIN_DIGEST_BITS, _key_space_bits, _odds_of_a_collision
+
+    assert EVENTS == 300_000 and MIN_DIGEST_BITS == 56
+    assert _odds_of_a_collision(MIN_DIGEST_BITS) < 1e-6 < _odds_of_a_collision(MIN_DIGEST_BITS - 1)
+    assert round(_odds_of_a_collision(36), 2) == 0.48 and round(_odds_of_a_collision(40), 2) == 0.04
+    digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(2_000)]
+    assert [round(_key_space_bits(d[:width] for d in digests)) for width in (9, 14, 64)] == [36, 56, 256]
+    uuids = [str(uuid.uuid5(PAYMENTS, str(n))) for n in range(2_000)]
+    assert round(_key_space_bits(uuids)) == 122

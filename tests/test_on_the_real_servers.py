@@ -58,6 +58,8 @@ def test_random_ids_leave_a_bigger_emptier_index_than_time_ordered_ones_and_the_
         assert random["index pages"] > ordered["index pages"]
         assert random[density] < 75 < ordered[density]
     assert (first.loc["VARCHAR, the course's inbox", "index pages"] > first.loc["uuid (16 bytes)", "index pages"]).all()
+    # A key's own bytes: 36 characters and a 1-byte length against 16, more than twice; the index is less than twice.
+    assert first.attrs["key bytes"] == {"uuid (16 bytes)": 16, "VARCHAR, the course's inbox": 37}
 
 
 def test_without_pgstattuple_the_density_is_worked_out_from_the_pages_and_labelled_so():

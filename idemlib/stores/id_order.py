@@ -114,12 +114,13 @@ def index_after_inserts(count: int = 50_000, seed: int = 5) -> pd.DataFrame:
     each way of :data:`KEY_TYPES`; the VARCHAR one holds an ID as the 36 characters a producer sends.
     Returns, per key type and kind of ID, the primary-key index's size in pages and, where the server has
     the ``pgstattuple`` extension, its leaf pages and how full they are; where it has not, how full they
-    must be, worked out from the pages (labelled so). ``attrs`` names the server's version and collation.
+    must be, worked out from the pages (labelled so). ``attrs`` names the server's version and collation, and
+    the bytes one key takes in each column type (``pg_column_size``).
     """
     database = PostgresPayments()
     connection = database.connect().connection
     density = _pgstattuple(connection)  # without it, the density is worked out instead
-    figures = {}
+    figures, key_bytes = {}, {}
     kinds = {"UUID version 4 (random)": [str(one) for one in uuid4s(count, seed)],
              "UUID version 7 (time-ordered)": [str(one) for one in uuid7s(count, seed)]}  # made once, for both columns
     for key, id_type in KEY_TYPES.items():
@@ -129,10 +130,13 @@ def index_after_inserts(count: int = 50_000, seed: int = 5) -> pd.DataFrame:
             connection.execute(f"INSERT INTO processed_messages SELECT id::{id_type} "
                                "FROM unnest(%s::text[]) WITH ORDINALITY AS u(id, n) ORDER BY n", (ids,))
             figures[(key, label)] = _index_figures(connection, "processed_messages", density=density)
+            key_bytes[key] = int(single_value(connection.execute(  # as stored in the table's rows
+                "SELECT max(pg_column_size(message_id)) FROM processed_messages")))
     table = pd.DataFrame.from_dict(figures, orient="index")
     table.index.names = ["inbox key column", "IDs inserted"]
     if "leaf pages filled (%)" not in table:
         table = _derived_density(table)
+    table.attrs["key bytes"] = key_bytes
     table.attrs["server"] = single_value(connection.execute("SHOW server_version")).split()[0]
     table.attrs["collation"] = single_value(connection.execute(
         "SELECT datcollate FROM pg_database WHERE datname = current_database()"))

@@ -5,13 +5,16 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import math
 import random
+import reprlib
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
+from idemlib.messages import LONGEST_ID, id_fault
 
 __all__ = ["check_message_id", "event_copies"]
 
@@ -22,13 +25,24 @@ __all__ = ["check_message_id", "event_copies"]
 # self-service kiosks are sources of their own (urn:shop:1:2, /stores/1/2) that number their events from 1 with
 # no padding. So a separator that sources and IDs contain reads two ways (urn:shop:1 with 2:17 and urn:shop:1:2
 # with 17 join with ':' into the same text), and so does nothing at all (kiosk 1's event 23 and kiosk 12's event 3).
+# A partner's payment gateway names each terminal by a URL and each event by a path that ends in a counter: source
+# and id together run past the 255 characters the consumer takes as a key, and differ only in their last digits.
 COUNTERS = {"/checkout": 140_000, "/subscriptions": 140_000}
-LEGACY, LEGACY_EVENTS = "/legacy-billing", 14_000
+LEGACY, LEGACY_EVENTS = "/legacy-billing", 12_000
+GATEWAY_SOURCES = tuple(f"https://payments-gateway.partner-network.example/api/v2/regions/eu-west-1/merchants/{merchant}"
+                        f"/terminals/{terminal:04d}/payment-events"
+                        for merchant in ("nordic-outdoor-supplies", "harbour-street-bakeries") for terminal in (1, 2))
+GATEWAY_ID, GATEWAY_EVENTS = ("payment-requests/2026-12-01/card-present/contactless/settlement-batch-0001/"
+                              "authorisation-requests/confirmed-by-issuer/request-{:06d}"), 500  # events per terminal
 SHOPS = {":": tuple(f"urn:shop:{n}" for n in range(1, 4)), "/": tuple(f"/stores/{n}" for n in range(1, 4))}
 TILLS, RECEIPTS = 2, 200  # each shop's tills, and the receipts each till sends
 KIOSKS, KIOSK_EVENTS = 12, 50  # each shop's kiosks, and the events each kiosk sends
 SHOP_EVENTS = sum(len(shops) * (TILLS * RECEIPTS + KIOSKS * KIOSK_EVENTS) for shops in SHOPS.values())
-EVENTS = sum(COUNTERS.values()) + LEGACY_EVENTS + SHOP_EVENTS
+EVENTS = sum(COUNTERS.values()) + LEGACY_EVENTS + SHOP_EVENTS + len(GATEWAY_SOURCES) * GATEWAY_EVENTS
+# A digest gives two events one key by chance. Among the EVENTS, the chance that any two share a b-bit digest is
+# about 1 - exp(-pairs / 2**b); the check asks for the width that keeps it below one in a million: 56 bits.
+COLLISION_ODDS = 1e-6
+MIN_DIGEST_BITS = math.ceil(math.log2(EVENTS * (EVENTS - 1) / 2 / COLLISION_ODDS))
 _BASE62 = string.digits + string.ascii_letters
 # Extra copies, by why they exist: a share of the events gets one of each kind.
 COPIES = {"producer retry": 0.06, "relay republish": 0.04, "replay": 0.03, "redelivery": 0.08}
@@ -79,6 +93,7 @@ def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
     ids = [(source, f"evt-{n:06d}") for source, count in COUNTERS.items() for n in range(1, count + 1)]
     ids += [(LEGACY, event_id) for event_id in _legacy_ids(draw)]
     ids += _shop_ids()
+    ids += [(source, GATEWAY_ID.format(n)) for source in GATEWAY_SOURCES for n in range(1, GATEWAY_EVENTS + 1)]
     draw.shuffle(ids)
     chance = draw.random  # one uniform draw in [0, 1): the plan's draws are all made from it, for speed
     plan: list[tuple[Any, ...]] = []
@@ -149,25 +164,60 @@ def _separator_between(one: tuple[str, str], other: tuple[str, str]) -> str | No
     return None
 
 
-def _what_collided(first: Event, second: Event) -> tuple[int, str]:
-    """Why two different events got one ID: its rank (the most telling first) and a hint's words."""
+_shown = reprlib.Repr()
+_shown.maxstring, _shown.maxother, _shown.maxdict = 70, 70, 12  # a hint names a record without a screenful of it
+
+
+def _key_space_bits(keys: Iterable[str]) -> float:
+    """How many bits of difference ``keys`` can hold at most, read off the keys: log2 of how many strings have one of
+    their lengths and, at each place, one of the characters seen there. A digest written out (hex, base64, decimal)
+    of b bits comes out at b; it can never come out at less than the keys really tell apart."""
+    places_by_length: dict[int, list[set[str]]] = {}
+    for key in keys:
+        places = places_by_length.setdefault(len(key), [set() for _ in key])
+        for place, char in zip(places, key):
+            place.add(char)
+    return math.log2(sum(math.prod(len(place) for place in places) for places in places_by_length.values()))
+
+
+def _odds_of_a_collision(bits: float) -> float:
+    """The chance that two of the exercise's EVENTS get one key from a digest of ``bits`` bits (the birthday bound)."""
+    return -math.expm1(-EVENTS * (EVENTS - 1) / 2 / 2**bits)
+
+
+def _kept_whole(key: str, event: Event) -> bool:
+    """Whether ``key`` holds some of ``event``'s own text (its source, or its id's first characters): no digest."""
+    return any(len(piece) >= 3 and piece in key for piece in (event[0], event[1][:4]))
+
+
+def _too_short(bits: float) -> str:
+    """What a hint says of a digest of ``bits`` bits: the odds it gives this traffic, and the width the check asks."""
+    odds = _odds_of_a_collision(bits)
+    shown = f"{odds:.0%}" if odds >= 0.01 else f"1 in {round(1 / odds):,}"
+    return (f"Its IDs hold about {bits:.0f} bits: among {EVENTS:,} events, the odds that two share one are {shown}. "
+            f"Below one in a million takes a digest of at least {MIN_DIGEST_BITS} bits.")
+
+
+def _what_collided(first: Event, second: Event, key: str, width: Callable[[], float]) -> tuple[int, str]:
+    """Why two different events got one ID, ``key``: its rank (the most telling first) and a hint's words.
+
+    ``width`` gives the bits the answer's keys hold (:func:`_key_space_bits`), for a hint on a digest cut short."""
     one, other = first[:2], second[:2]
+    both = f"Two different events, {_shown.repr(one[1])} from {_shown.repr(one[0])} and {_shown.repr(other[1])} from " \
+           f"{_shown.repr(other[0])}, got the same ID"
     if one[1] == other[1]:
-        return 0, (f"Two different events, {one[1]!r} from {one[0]} and {other[1]!r} from {other[0]}, got the same ID, "
-                   "so the inbox dropped the second as a copy of the first. An event's ID is unique only among its "
-                   "own producer's events: what names the producer?")
+        return 0, (f"{both}, so the inbox dropped the second as a copy of the first. An event's ID is unique only "
+                   "among its own producer's events: what names the producer?")
     if one[0] + one[1] == other[0] + other[1]:
-        return 1, (f"Two different events, {one[1]!r} from {one[0]} and {other[1]!r} from {other[0]}, got the same ID: "
-                   "glued together with nothing between them, the source and the id of the two read the same. Where "
-                   "does one end and the next begin?")
+        return 1, (f"{both}: glued together with nothing between them, the source and the id of the two read the "
+                   "same. Where does one end and the next begin?")
     separator = _separator_between(one, other)
     if separator is not None:
-        return 1, (f"Two different events, {one[1]!r} from {one[0]} and {other[1]!r} from {other[0]}, got the same ID: "
-                   f"joined with {separator!r} between them, the source and the id of the two read the same, since "
-                   f"{separator!r} occurs inside sources and IDs too. Where does one end and the next begin?")
+        return 1, (f"{both}: joined with {separator!r} between them, the source and the id of the two read the same, "
+                   f"since {separator!r} occurs inside sources and IDs too. Where does one end and the next begin?")
     if first[3] == second[3]:
-        return 2, ("Two different events asking for the same order and amount got the same ID, so a real second "
-                   "payment was dropped. What tells two such events apart?")
+        return 2, (f"{both}: they ask for the same order and amount, and a real second payment was dropped. What "
+                   "tells two such events apart?")
     if one[1].lower() == other[1].lower():
         return 3, (f"IDs {one[1]!r} and {other[1]!r} name two events (an ID is compared exactly, letter case "
                    "included), but they got the same ID from your function. What did it do to the letters?")
@@ -177,9 +227,10 @@ def _what_collided(first: Event, second: Event) -> tuple[int, str]:
     if first[2] == second[2]:
         return 5, (f"Two events of the same second ({first[2]}) got the same ID: forty events a second share a "
                    "time here. Which fields name one event, whenever it happened?")
-    return 6, (f"Two different events, {one} and {other}, got the same ID. Among the {EVENTS:,} events of a busy "
-               "week a digest cut to a few characters (16 or 32 bits) collides; keep what names the event whole, or "
-               "a digest long enough for that traffic.")
+    if _kept_whole(key, first) or _kept_whole(key, second):
+        return 6, (f"{both}, {_shown.repr(key)}: it keeps part of what names them and drops or cuts the characters "
+                   "that tell the two apart. Keep the source and the id whole, or digest all of both.")
+    return 6, f"{both}, {_shown.repr(key)}: a digest cut too short for this traffic. {_too_short(width())}"
 
 
 @functools.lru_cache(maxsize=1)  # what the check reads of each event, worked out once per seed
@@ -203,12 +254,56 @@ def _sample_of(seed: int) -> list[int]:
     return taken
 
 
+def _first_failing(message_id: Any, records: list[dict[str, Any]]) -> int:
+    """Where in ``records`` the first call of ``message_id`` that fails is, found by halving: a few batched calls
+    (one trip each to a hand-in's sandbox), not one call per record."""
+    low, high = 0, len(records)  # records[:low] all succeed; records[low:high] holds a failure
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            call_each(message_id, [(_fresh(copy),) for copy in records[low:middle]])
+        except Exception:  # noqa: BLE001 - the learner's code: any error marks the half it is in
+            high = middle
+        else:
+            low = middle
+    return low
+
+
+def _failed_on(message_id: Any, record: dict[str, Any], error: Exception) -> str:
+    """A hint naming ``record``, the first the answer failed on, and its error there (``error``, the batch's, if
+    calling it on that record alone no longer fails)."""
+    try:
+        call_each(message_id, [(_fresh(record),)])
+    except Exception as alone:  # noqa: BLE001 - the learner's code, as in the check
+        error = alone
+    return f"Calling it on the record {_shown.repr(record)} failed ({type(error).__name__}: {error})."
+
+
+def _refused(key: Any, record: dict[str, Any]) -> str | None:
+    """A hint if the course's consumer refuses ``key`` as the inbox key (:func:`idemlib.messages.id_fault`)."""
+    fault = id_fault(key)
+    if fault is None:
+        return None
+    if not isinstance(key, str):
+        nudge = " The inbox's key is one string: make one of what names the event."
+    elif len(key) > LONGEST_ID:
+        nudge = (" Some sources and IDs here are long (a partner's gateway sends both over 100 characters): what "
+                 "keeps a key within 255 characters, whatever they hold, and still tells every event apart?")
+    else:
+        nudge = ""
+    return (f"For the event {_shown.repr(record['id'])} from {_shown.repr(record['source'])} it returned "
+            f"{_shown.repr(key)}, which the course's consumer refuses as an inbox key: the key {fault[0]} "
+            f"(idemlib.messages.id_fault, the rule it applies to every message ID).{nudge}")
+
+
 @exercise
 def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
     """Lesson 05: a function from what a copy carries (its record) to the ID the inbox should trust.
 
-    Judged on every copy of 300,000 events of three services and two chains' shops (:func:`event_copies`, drawn
-    by ``seed``), as the inbox would judge them, and again in fresh processes on other machines, days later.
+    Judged on every copy of 300,000 events of three services, two chains' shops and a partner's gateway
+    (:func:`event_copies`, drawn by ``seed``), as the inbox would judge them, and again in fresh processes on other
+    machines, days later. An ID must be one the course's consumer takes as a key (:func:`idemlib.messages.id_fault`),
+    and a digest must be wide enough that two of the events share one with odds below one in a million.
     Each call of the answer gets a record of its own, so an answer that changes its record changes nothing else.
     """
     if (missing := blank(message_id, "a function such as def message_id(record): ...")) is not None:
@@ -219,29 +314,29 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
     try:  # every copy's ID at once (while grading, one trip to the hand-in's sandbox per batch of copies)
         every_id = call_each(message_id, [(_fresh(copy),) for copy in every_copy])
     except Exception as error:  # noqa: BLE001 - the learner's code: any error is worth a hint, not a traceback
-        return hint(f"Calling it on a record such as {every_copy[0]} failed ({type(error).__name__}: {error}).")
-    owner: dict[Any, Event] = {}  # the ID the inbox has seen, and the first event that had it
+        return hint(_failed_on(message_id, every_copy[_first_failing(message_id, list(every_copy))], error))
+    if any(value is None or value == "" for value in every_id):
+        return hint("It returned no ID (None or an empty string) for some copies; every copy needs one.")
+    for key, copy in zip(every_id, every_copy):
+        if (refused := _refused(key, copy)) is not None:
+            return hint(refused)
+    first_ids: list[str] = []
+    owner: dict[str, Event] = {}  # the ID the inbox has seen, and the first event that had it
     collided: list[tuple[int, str]] = []
     missed: dict[str, int] = {}
+    width = functools.cache(lambda: _key_space_bits(first_ids))  # of the keys up to the first digest collision
     start = 0
     for event, why_copied in zip(named, whys):
         first_id, end = every_id[start], start + 1 + len(why_copied)
-        ids = every_id[start:end]
-        start = end
-        if any(value is None or value == "" for value in ids):
-            return hint("It returned no ID (None or an empty string) for some copies; every copy needs one.")
-        try:
-            seen = first_id in owner
-        except TypeError:
-            return hint(f"It returned {first_id!r}, which cannot be a key (an inbox row's ID): give a string, a number "
-                        "or a tuple of them.")
-        for value, why in zip(ids[1:], why_copied):
+        first_ids.append(first_id)
+        for value, why in zip(every_id[start + 1:end], why_copied):
             if value != first_id:
                 missed[why] = missed.get(why, 0) + 1
-        if not seen:
+        start = end
+        if first_id not in owner:
             owner[first_id] = event
         elif len(collided) < 200:
-            collided.append(_what_collided(owner[first_id], event))
+            collided.append(_what_collided(owner[first_id], event, first_id, width))
     if collided:  # the reason most of the collisions share (a digest's few happen to share a second, say)
         tally = collections.Counter(rank for rank, _ in collided)
         telling = min(tally, key=lambda rank: (-tally[rank], rank))
@@ -250,6 +345,11 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
         which = ", ".join(f"{count:,} × {why}" for why, count in sorted(missed.items()))
         return hint(f"Copies of one event got different IDs ({which}), so the inbox took each for a new payment and "
                     "charged again. Which fields are the same on every copy, however and whenever it was copied?")
+    # The gateway's events, too long to keep whole, are where an answer must digest: its width shows there.
+    if (bits := _key_space_bits(key for key, event in zip(first_ids, named)
+                                if len(event[0]) + len(event[1]) > LONGEST_ID)) < MIN_DIGEST_BITS:
+        return hint(f"No two events collided here, by luck: it digests the partner gateway's long sources and IDs "
+                    f"into too few values. {_too_short(bits)}")
     sample = [every_copy[at] for at in _sample_of(seed)]
     try:
         expected = [str(value) for value in call_each(message_id, [(_fresh(copy),) for copy in sample])]
@@ -264,5 +364,6 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
                     "A restart brings back your code, not your memory: a dict starts empty, a UUID made at start-up "
                     "is a new one, and Python's hash() of a string, a process ID, a host name and the clock change. "
                     "Build the ID only from what the copy carries.")
-    return right(f"{len(every_copy):,} copies of {len(named):,} events from three services and six shops: every "
-                 "payment charged once, none twice, none dropped, and a restarted consumer computes the same IDs.")
+    return right(f"{len(every_copy):,} copies of {len(named):,} events from three services, six shops and a partner's "
+                 "gateway: every payment charged once, none twice, none dropped, every ID one the consumer takes, and "
+                 "a restarted consumer computes the same IDs.")

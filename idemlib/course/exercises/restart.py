@@ -19,10 +19,11 @@ import json
 import os
 import pickle
 import subprocess
+import symtable
 import sys
 import textwrap
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,8 +131,8 @@ def _bound_names(statement: ast.stmt) -> set[str]:
     return {node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)}
 
 
-def _definition(function: Any, name: str) -> tuple[str, ast.stmt] | None:
-    """The source of the last top-level statement that bound ``name`` where ``function`` was written, and its tree."""
+def _definition(function: Any, name: str) -> str | None:
+    """The source of the last top-level statement that bound ``name`` where ``function`` was written."""
     found = None
     for text in _program_texts(function):
         try:
@@ -140,16 +141,22 @@ def _definition(function: Any, name: str) -> tuple[str, ast.stmt] | None:
             continue
         for statement in tree.body:
             if name in _bound_names(statement):
-                found = (ast.get_source_segment(text, statement) or "", statement)
+                found = ast.get_source_segment(text, statement) or ""
     return found
 
 
-def _names_read(code: types.CodeType) -> Iterator[str]:
-    """Every global name ``code`` may read, comprehensions and nested functions included."""
-    yield from code.co_names
-    for constant in code.co_consts:
-        if isinstance(constant, types.CodeType):
-            yield from _names_read(constant)
+def _globals_read(text: str) -> list[str]:
+    """The global names the statements ``text`` read, in the order they come, in nested functions, lambdas,
+    classes and comprehensions too. A parameter, a local, a comprehension's variable or an attribute is not
+    one: only a name that would be looked up among the module's globals."""
+    names: dict[str, None] = {}
+    tables = [symtable.symtable(text, "<restarted>", "exec")]
+    while tables:
+        table = tables.pop(0)
+        names.update((symbol.get_name(), None) for symbol in table.get_symbols()
+                     if symbol.is_referenced() and symbol.is_global())
+        tables += table.get_children()
+    return list(names)
 
 
 def _at_home(value: Any) -> bool:
@@ -157,7 +164,7 @@ def _at_home(value: Any) -> bool:
     return getattr(sys.modules.get(value.__module__ or ""), value.__name__, None) is value
 
 
-def _needed(function: Any, names: Iterator[str] | Sequence[str], done: set[str]) -> list[str]:
+def _needed(function: Any, names: Iterable[str], done: set[str]) -> list[str]:
     """Lines that give a fresh process the ``names`` ``function`` reads: imports, and the statements defining the rest.
 
     Values are never copied in: a statement is carried as text and runs again.
@@ -175,11 +182,10 @@ def _needed(function: Any, names: Iterator[str] | Sequence[str], done: set[str])
               and _at_home(value)):
             lines.append(f"from {value.__module__} import {value.__name__} as {name}")
         elif (definition := _definition(function, name)) is not None:
-            text, statement = definition
-            reads = [node.id for node in ast.walk(statement) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)]
-            lines += [*_needed(function, reads, done), text]
+            lines += [*_needed(function, _globals_read(definition), done), definition]
         elif isinstance(value, types.FunctionType):
-            lines += [*_needed(function, _names_read(value.__code__), done), _source_of(value, name)]
+            text = _source_of(value, name)
+            lines += [*_needed(function, _globals_read(text), done), text]
         else:
             raise ValueError(f"{name!r} is not defined by any statement a restarted process could run again; "
                              "define it in a cell of its own or inside the function")
@@ -213,7 +219,8 @@ def _rebuilt(answer: Any) -> tuple[str, list[str]]:
     """
     if isinstance(answer, types.FunctionType) and not answer.__closure__:
         name = "function_from_lambda" if answer.__name__ == "<lambda>" else answer.__name__
-        return name, [*_needed(answer, _names_read(answer.__code__), {name}), _source_of(answer)]
+        text = _source_of(answer)
+        return name, [*_needed(answer, _globals_read(text), {name}), text]
     where = answer if isinstance(answer, types.FunctionType) else _written_where(answer)
     namespace = where.__globals__ if where is not None else vars(sys.modules["__main__"])
     name = next((bound for bound, value in namespace.items() if value is answer and not bound.startswith("_")), "")
