@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from idemlib import RUNNING_EXAMPLE, Crash, FaultPlan, simulate
+from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
 from idemlib.provider_calls.placements import (
     PendingChargeHandler,
@@ -150,3 +151,13 @@ def test_charge_anew_refuses_a_row_already_settled():
     with pytest.raises(ValueError, match="nothing is owed"):
         charge_anew(database, provider, "m-7f3")
     assert provider.total_charged() == database.total_charged() == 40
+
+
+def test_an_id_ending_in_the_old_result_suffix_does_not_make_the_bare_id_a_duplicate():
+    # A producer's ID may hold any character: "m-7f3#result" is a message of its own, not m-7f3's result.
+    database, provider = DuckDBPayments(), PaymentProvider()
+    lookalike = Message.charge("m-7f3#result", order_id=7, amount=5)
+    run = simulate(PendingChargeHandler(), [lookalike, RUNNING_EXAMPLE], database=database, provider=provider)
+    assert provider.total_charged() == database.total_charged() == 45
+    assert run.events("duplicate skipped").empty
+    assert stuck_rows(database) == []

@@ -27,9 +27,6 @@ from idemlib.sim import outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase, PaymentsSession
 from idemlib.trace import Event
 
-RESULT = "#result"
-"""Suffix of the inbox row that says the provider's result was recorded (the pending row is the bare ID)."""
-
 PENDING_CALLS = """CREATE TABLE IF NOT EXISTS pending_calls (
     message_id      VARCHAR PRIMARY KEY,        -- the message whose call this is: one pending call per message
     idempotency_key VARCHAR NOT NULL,           -- stored, never derived again: a deploy cannot change a pending key
@@ -39,6 +36,12 @@ PENDING_CALLS = """CREATE TABLE IF NOT EXISTS pending_calls (
     last_status     INTEGER                     -- the provider's last answer; NULL before any (or when it was lost)
 )"""
 """What a pending row keeps: the call it owes, so a retry or the reconciler sends exactly that call again."""
+
+RECORDED_RESULTS = """CREATE TABLE IF NOT EXISTS recorded_results (
+    message_id VARCHAR PRIMARY KEY,  -- a table of its own: no producer's ID can be mistaken for a result
+    charge_id  VARCHAR NOT NULL      -- the provider's charge, recorded with the money in the same transaction
+)"""
+"""Which pending calls have their result recorded: the row a later copy finds and skips on."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,20 @@ def _pending_call(session: PaymentsSession, message_id: str) -> PendingCall:
     return PendingCall(*row)
 
 
+def _has_result(session: PaymentsSession, message_id: str) -> bool:
+    return bool(session.execute(f"SELECT 1 FROM recorded_results WHERE message_id = {session.placeholder}",
+                                (message_id,), rows=True))
+
+
+def _record_result(session: PaymentsSession, call: PendingCall, charge_id: str) -> None:
+    """In one transaction, the result and the local charge; a second copy's result (the same charge) adds nothing."""
+    session.begin()
+    if session.execute(f"INSERT INTO recorded_results VALUES ({session.placeholder}, {session.placeholder}) "
+                       "ON CONFLICT DO NOTHING RETURNING message_id", (call.message_id, charge_id), rows=True):
+        session.charge(call.order_id, call.amount, call.message_id)
+    session.commit()
+
+
 def _note_answer(session: PaymentsSession, message_id: str, status: int) -> None:
     session.execute(f"UPDATE pending_calls SET last_status = {session.placeholder} WHERE message_id = "
                     f"{session.placeholder}", (status, message_id))
@@ -72,8 +89,10 @@ class PendingChargeHandler(Handler):
 
     The pending row is the inbox row of the message and, in the same transaction, a row
     of ``pending_calls`` with the call's key, order and amount. Every later attempt reads
-    the key from that row. The result row is a second inbox row (``<ID>#result``) written
-    with the local charge, so the result commits with the money our database records.
+    the key from that row. The result is a row of ``recorded_results`` written with the local
+    charge, so it commits with the money our database records. (A second inbox row such as
+    ``<ID>#result`` would share the producers' namespace: a message whose ID is ``m-7f3#result``
+    would make the later ``m-7f3`` a duplicate, its charge skipped.)
     """
 
     name = "pending row, then call"
@@ -92,7 +111,9 @@ class PendingChargeHandler(Handler):
 
     def sessions(self, database: PaymentsDatabase) -> Callable[[], Any]:
         """Every handler's sessions, once ``pending_calls`` exists on ``database``: made once a run, not per delivery."""
-        database.session().execute(PENDING_CALLS)
+        session = database.session()
+        session.execute(PENDING_CALLS)
+        session.execute(RECORDED_RESULTS)
         return database.session
 
     def run(self, ctx: Context) -> Steps:
@@ -107,7 +128,7 @@ class PendingChargeHandler(Handler):
         yield "commit"
         ctx.db.commit()
         yield "look up result"
-        pending = None if ctx.db.has_processed(ctx.message_id + RESULT) else _pending_call(ctx.db, ctx.message_id)
+        pending = None if _has_result(ctx.db, ctx.message_id) else _pending_call(ctx.db, ctx.message_id)
         if pending is None:
             ctx.note("duplicate skipped")
         elif ctx.now() - pending.since >= self.key_lifetime_seconds:
@@ -119,10 +140,7 @@ class PendingChargeHandler(Handler):
                 _note_answer(ctx.db, ctx.message_id, response.status)  # what the reconciler must know of this key
                 raise ProviderError(f"{ctx.message_id}: the provider answered {response.status}")
             yield "record result"
-            ctx.db.begin()
-            if ctx.db.record_message(ctx.message_id + RESULT):
-                ctx.db.charge(pending.order_id, pending.amount, ctx.message_id)
-            ctx.db.commit()
+            _record_result(ctx.db, pending, response.body["id"])
         yield "ack"
         ctx.ack()
 
@@ -186,8 +204,9 @@ def stuck_rows(database: PaymentsDatabase) -> list[PendingCall]:
     """The pending rows with no result: calls that may or may not have charged."""
     session = database.session()
     session.execute(PENDING_CALLS)
-    rows = session.execute(f"SELECT {_COLUMNS} FROM pending_calls WHERE message_id || '{RESULT}' NOT IN "
-                           "(SELECT message_id FROM processed_messages) ORDER BY message_id", rows=True)
+    session.execute(RECORDED_RESULTS)
+    rows = session.execute(f"SELECT {_COLUMNS} FROM pending_calls WHERE message_id NOT IN "
+                           "(SELECT message_id FROM recorded_results) ORDER BY message_id", rows=True)
     return [PendingCall(*row) for row in rows]
 
 
@@ -233,10 +252,7 @@ def _settle(session: PaymentsSession, provider: PaymentProvider, row: PendingCal
             _note_answer(session, row.message_id, response.status)
             did += ", left for a person" if look_up_first else ", row still pending"
     if charge_id is not None:
-        session.begin()
-        if session.record_message(row.message_id + RESULT):
-            session.charge(row.order_id, row.amount, row.message_id)
-        session.commit()
+        _record_result(session, row, charge_id)
     return {"pending row": row.message_id, "hours since": round(age / 3600, 1), "reconciler": did,
             "charge recorded": charge_id}
 
