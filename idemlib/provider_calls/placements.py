@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from idemlib.explore import RUNNING_EXAMPLE, fault_points, open_transaction_seconds
+from idemlib.explore import RUNNING_EXAMPLE, fault_points, interleavings, open_transaction_seconds
 from idemlib.facts import fact_seconds
 from idemlib.faults import Crash, FaultPlan, LostResponse
 from idemlib.handlers import Context, Handler, ProviderError, ProviderHandler, Steps
@@ -149,6 +149,29 @@ PLACEMENTS: tuple[Handler, ...] = (ProviderHandler("inside"), ProviderHandler("b
 """The three places for the call, each with the key."""
 
 
+def both_reach_the_call(handler: Handler) -> str:
+    """The schedule in which consumer A takes its steps up to the call, then B up to its own, then each finishes."""
+    before, after = handler.steps.index("call provider") + 1, len(handler.steps) - handler.steps.index("call provider") - 1
+    return "A" * before + "B" * before + "A" * after + "B" * after
+
+
+def racing_consumers(databases: tuple[Callable[[], PaymentsDatabase], ...]) -> pd.DataFrame:
+    """Two consumers holding one message at once, each placement on each engine, under :func:`both_reach_the_call`.
+
+    Where an engine makes B wait on A's lock, B cannot go on until A does, which in a one-step-at-a-time
+    schedule is never: B's wait ends at the database's lock timeout, its delivery is given back, and the
+    copy that comes again finds A's commit. One row per (engine, placement): the calls and charges.
+    """
+    frames = {}
+    for database in databases:
+        for handler in PLACEMENTS:
+            store = database()
+            frames[(store.engine, handler.name)] = interleavings(
+                handler, database=store, provider=PaymentProvider, schedules=[both_reach_the_call(handler)]).iloc[0]
+    table = pd.DataFrame(frames).T[["provider calls", "charges at provider", "charges", "conflicts"]]
+    return table.rename_axis(["engine", "placement"])
+
+
 def placement_costs(step_seconds: dict[str, float], payments: int = 100, ack_loss_rate: float = 0.2,
                     seed: int = 7) -> pd.DataFrame:
     """What each placement costs over ``payments`` payments with a share of acks lost, on simulated time.
@@ -187,17 +210,30 @@ def placement_matrix(handlers: tuple[Handler, ...] = PLACEMENTS, message: Messag
     return pd.DataFrame(rows, columns=["placement", "fault", "our database ($)", "card ($)", "outcome"])
 
 
-def replayed_after(handler: Handler, hours: float, message: Message = RUNNING_EXAMPLE) -> dict[str, Any]:
-    """``message`` handled once, then delivered again ``hours`` later (a replay from the dead-letter queue).
+def replayed_after(handler: Handler, hours: float, *, first_failed: bool = False,
+                   message: Message = RUNNING_EXAMPLE) -> dict[str, Any]:
+    """``message`` handled, then delivered again ``hours`` later (a replay from the dead-letter queue).
 
-    The provider's clock moves on by ``hours`` in between; past its retention it has forgotten the key.
+    With ``first_failed`` its first handling failed as a dead-lettered message's does: v1 answered 500 with the
+    money taken, replayed that 500 to the second delivery, and the broker dead-lettered the message. The
+    provider's clock moves on by ``hours`` before the replay; past its retention it has forgotten the key.
     """
-    database, provider = DuckDBPayments(), PaymentProvider()
-    simulate(handler, [message], database=database, provider=provider)
+    database, provider = DuckDBPayments(), PaymentProvider(behaviours()["stripe-v1"])
+    if first_failed:
+        provider.fail_next(charged=True)
+    first = simulate(handler, [message], database=database, provider=provider, max_deliveries=2)
     provider.clock.advance(hours * 3600)
     simulate(handler, [message], database=database, provider=provider)
-    return {"our database ($)": database.total_charged(), "card ($)": provider.total_charged(),
+    return {"first handling": "dead-lettered" if first.dead_letters else "committed",
+            "our database ($)": database.total_charged(), "card ($)": provider.total_charged(),
             "charges at the provider": [charge["id"] for charge in provider.charges]}
+
+
+def late_replays(hours: float) -> pd.DataFrame:
+    """:func:`replayed_after` for every placement, its first handling committed and failed: one row each."""
+    rows = [{"placement": handler.name, **replayed_after(handler, hours, first_failed=failed)}
+            for failed in (False, True) for handler in PLACEMENTS]
+    return pd.DataFrame(rows).set_index(["first handling", "placement"])
 
 
 def stuck_rows(database: PaymentsDatabase) -> list[PendingCall]:
