@@ -161,3 +161,14 @@ def test_an_id_ending_in_the_old_result_suffix_does_not_make_the_bare_id_a_dupli
     assert provider.total_charged() == database.total_charged() == 45
     assert run.events("duplicate skipped").empty
     assert stuck_rows(database) == []
+
+
+def test_a_409_while_the_first_call_runs_is_asked_again_on_the_next_run_not_left_for_a_person():
+    provider = PaymentProvider(behaviours()["stripe-v1"])
+    provider.begin("m-7f3:charge", order_id=1042, amount=40)  # a first call still in progress, its answer not yet given
+    database = _left_pending(provider)
+    provider.clock.advance(3600)
+    [line] = reconcile(database, provider)
+    assert line["reconciler"].endswith("409, asked again on the next run")
+    [again] = reconcile(database, provider)  # the next run does ask again: the row was never a person's
+    assert again["reconciler"].startswith("asked again with the row's key: 409")

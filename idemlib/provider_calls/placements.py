@@ -286,7 +286,10 @@ def _settle(session: PaymentsSession, provider: PaymentProvider, row: PendingCal
         did = f"asked again with the row's key: {response.status}{' replayed' if response.replayed else ''}"
         if not response.ok:
             _note_answer(session, row.message_id, response.status)
-            did += ", left for a person" if look_up_first else ", row still pending"
+            # A saved error comes back on every run, so it is a person's; one that saved nothing (a 409 while the
+            # first call runs, a 429) may settle on the next run, which asks again.
+            did += (", row still pending" if not look_up_first else ", left for a person"
+                    if provider.behaviour.replays(response.status) else ", asked again on the next run")
     if charge_id is not None:
         _record_result(session, row, charge_id)
     return {"pending row": row.message_id, "hours since": round(age / 3600, 1), "reconciler": did,
