@@ -172,3 +172,14 @@ def test_a_409_while_the_first_call_runs_is_asked_again_on_the_next_run_not_left
     assert line["reconciler"].endswith("409, asked again on the next run")
     [again] = reconcile(database, provider)  # the next run does ask again: the row was never a person's
     assert again["reconciler"].startswith("asked again with the row's key: 409")
+
+
+def test_a_card_declined_is_recorded_as_the_rows_result_not_redelivered_to_the_dead_letter_queue():
+    database, provider = DuckDBPayments(), PaymentProvider(behaviours()["stripe-v1"])
+    provider.fail_next(status=402)  # the card declined: a definite answer that took no money
+    run = simulate(PendingChargeHandler(), [RUNNING_EXAMPLE], database=database, provider=provider, max_deliveries=2)
+    assert (len(run.events("delivered")), len(run.dead_letters), provider.calls) == (1, 0, 1)
+    assert provider.total_charged() == database.total_charged() == 0
+    assert stuck_rows(database) == [] and reconcile(database, provider) == []  # nothing left for a person
+    again = simulate(PendingChargeHandler(), [RUNNING_EXAMPLE], database=database, provider=provider)
+    assert not again.events("duplicate skipped").empty and provider.calls == 1  # a copy finds the decline recorded

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from idemlib.explore import RUNNING_EXAMPLE, fault_points, interleavings, open_transaction_seconds
-from idemlib.facts import fact_seconds
+from idemlib.facts import fact_number, fact_seconds
 from idemlib.faults import Crash, FaultPlan, LostResponse
 from idemlib.handlers import Context, Handler, ProviderError, ProviderHandler, Steps
 from idemlib.messages import Charge, Message, parse_charge, payment_stream
@@ -39,7 +39,7 @@ PENDING_CALLS = """CREATE TABLE IF NOT EXISTS pending_calls (
 
 RECORDED_RESULTS = """CREATE TABLE IF NOT EXISTS recorded_results (
     message_id VARCHAR PRIMARY KEY,  -- a table of its own: no producer's ID can be mistaken for a result
-    charge_id  VARCHAR NOT NULL      -- the provider's charge, recorded with the money in the same transaction
+    charge_id  VARCHAR               -- the provider's charge, recorded with the money; NULL for a card declined
 )"""
 """Which pending calls have their result recorded: the row a later copy finds and skips on."""
 
@@ -70,11 +70,13 @@ def _has_result(session: PaymentsSession, message_id: str) -> bool:
                                 (message_id,), rows=True))
 
 
-def _record_result(session: PaymentsSession, call: PendingCall, charge_id: str) -> None:
-    """In one transaction, the result and the local charge; a second copy's result (the same charge) adds nothing."""
+def _record_result(session: PaymentsSession, call: PendingCall, charge_id: str | None) -> None:
+    """In one transaction, the result and the local charge (none for a decline, ``charge_id`` None, which took no
+    money); a second copy's result (the same charge) adds nothing."""
     session.begin()
     if session.execute(f"INSERT INTO recorded_results VALUES ({session.placeholder}, {session.placeholder}) "
-                       "ON CONFLICT DO NOTHING RETURNING message_id", (call.message_id, charge_id), rows=True):
+                       "ON CONFLICT DO NOTHING RETURNING message_id", (call.message_id, charge_id),
+                       rows=True) and charge_id is not None:
         session.charge(call.order_id, call.amount, call.message_id)
     session.commit()
 
@@ -138,9 +140,10 @@ class PendingChargeHandler(Handler):
             response = ctx.call_provider(pending.key, Charge(pending.order_id, pending.amount))
             if not response.ok:
                 _note_answer(ctx.db, ctx.message_id, response.status)  # what the reconciler must know of this key
+            if not response.ok and response.status != fact_number("stripe_decline_status"):
                 raise ProviderError(f"{ctx.message_id}: the provider answered {response.status}")
-            yield "record result"
-            _record_result(ctx.db, pending, response.body["id"])
+            yield "record result"  # a charge, or a card declined: a definite answer, which no redelivery changes
+            _record_result(ctx.db, pending, response.body.get("id") if response.ok else None)
         yield "ack"
         ctx.ack()
 
