@@ -171,7 +171,7 @@ def racing_consumers(databases: tuple[Callable[[], PaymentsDatabase], ...]) -> p
             store = database()
             frames[(store.engine, handler.name)] = interleavings(
                 handler, database=store, provider=PaymentProvider, schedules=[both_reach_the_call(handler)]).iloc[0]
-    table = pd.DataFrame(frames).T[["provider calls", "charges at provider", "charges", "conflicts"]]
+    table = pd.DataFrame(frames).T[["provider calls", "charges at provider", "charges", "conflicts"]].astype(int)
     return table.rename_axis(["engine", "placement"])
 
 
