@@ -251,6 +251,19 @@ def two_arguments(message_id, call):
     return f"{message_id}:{call}"  # last lesson's form
 
 
+def id_glued_to_the_call(consumer, message_id, call):
+    return f"{consumer}:{message_id}{call}"  # m-xrefund- + fee and m-x + refund-fee read the same
+
+
+def digest_of_the_id_glued_to_the_call(consumer, message_id, call):
+    return sha256(f"{consumer}:{message_id}{call}".encode()).hexdigest()
+
+
+def default_call_left_out(consumer, message_id, call):
+    # "backward compatible" with keys sent before a second call existed: m-x:fee's charge reads as m-x's fee
+    return f"{consumer}:{message_id}" if call == "charge" else f"{consumer}:{message_id}:{call}"
+
+
 unbound_startup_object = KeyMaker(f":{uuid.uuid4().hex[:8]}:")
 
 
@@ -300,6 +313,9 @@ BANKS = {
             Wrong((as_a_uuid_object,), "string"),
             Wrong((two_arguments,), "three arguments"),
             Wrong(("payments:m-7f3:charge",), "function"),
+            Wrong((id_glued_to_the_call,), "nothing between"),
+            Wrong((digest_of_the_id_glued_to_the_call,), "nothing between"),
+            Wrong((default_call_left_out,), "default one too"),
         ],
     ),
 }
@@ -360,3 +376,13 @@ def test_the_day_of_calls_holds_the_pairs_production_meets_and_differs_by_seed()
     assert len({m.strip() for m in messages}) < len(messages)  # ... only in a space
     assert len({m.replace(":", "") for m in messages}) < len(messages)  # ... only in their punctuation
     assert provider_calls(seed=9) != calls
+
+
+def test_keys_that_glue_the_id_to_the_call_or_leave_out_the_default_call_are_refused_with_their_hint():
+    from idemlib.course.exercises import check_key_function
+    glued = check_key_function(lambda c, m, k: f"{c}:{m}{k}")  # m-xrefund- + fee reads as m-x + refund-fee
+    assert not glued and "nothing between" in glued.message
+    digest = check_key_function(lambda c, m, k: sha256(f"{c}:{m}{k}".encode()).hexdigest())
+    assert not digest and "nothing between" in digest.message
+    default_left_out = check_key_function(lambda c, m, k: f"{c}:{m}" if k == "charge" else f"{c}:{m}:{k}")
+    assert not default_left_out and "default one too" in default_left_out.message

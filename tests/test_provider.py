@@ -1,6 +1,7 @@
 """The payment provider's idempotency keys, in each of its three behaviours."""
 
 import pytest
+from conftest import need_postgres
 
 from idemlib.explore import RUNNING_EXAMPLE
 from idemlib.facts import fact_number, fact_seconds
@@ -9,6 +10,7 @@ from idemlib.handlers import ProviderHandler
 from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, after_an_unclear_500, behaviours, retries_after_failure
 from idemlib.sim import simulate
+from idemlib.stores import DuckDBPayments
 
 CHARGE = {"order_id": 1042, "amount": 40}
 
@@ -223,3 +225,28 @@ def test_a_lookup_by_the_key_finds_only_the_charge_that_call_made():
     assert [c["amount"] for c in p.charges_for(1042)] == [40, 5]  # by order: both, the first the $40
     assert [c["amount"] for c in p.charges_carrying("m-7f3-fee:charge")] == [5]
     assert p.charges_carrying("m-7f3:charge:2") == []
+
+
+def test_a_day_late_replay_of_a_dead_lettered_message_charges_twice_inside_and_before_and_once_after_a_pending_row():
+    from idemlib.provider_calls.placements import late_replays
+    card = late_replays(25)["card ($)"]
+    # A message reaches the dead-letter queue because its handling failed: inside, that rolled back our rows too.
+    assert card["dead-lettered"].to_dict() == {"call inside, with key": 80, "call before, with key": 80,
+                                               "pending row, then call": 40}
+    assert card["committed"].to_dict() == {"call inside, with key": 40, "call before, with key": 80,
+                                           "pending row, then call": 40}
+    assert set(late_replays(1)["card ($)"]) == {40}  # within the key's lifetime every placement charges once
+
+
+def test_two_consumers_at_once_both_call_before_and_after_a_pending_row_on_every_engine_and_inside_only_on_duckdb():
+    from functools import partial
+
+    from idemlib.provider_calls.placements import racing_consumers
+    from idemlib.stores import PostgresPayments
+    need_postgres()
+    table = racing_consumers((DuckDBPayments, partial(PostgresPayments, lock_timeout="500ms")))
+    assert table["provider calls"].to_dict() == {
+        ("DuckDB", "call inside, with key"): 2, ("DuckDB", "call before, with key"): 2,
+        ("DuckDB", "pending row, then call"): 2, ("PostgreSQL", "call inside, with key"): 1,
+        ("PostgreSQL", "call before, with key"): 2, ("PostgreSQL", "pending row, then call"): 2}
+    assert set(table["charges at provider"]) == set(table["charges"]) == {1}  # the key holds every one to one charge

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from idemlib import RUNNING_EXAMPLE, Crash, FaultPlan, simulate
+from idemlib.messages import Message
 from idemlib.provider import PaymentProvider, behaviours
 from idemlib.provider_calls.placements import (
     PendingChargeHandler,
@@ -150,3 +151,35 @@ def test_charge_anew_refuses_a_row_already_settled():
     with pytest.raises(ValueError, match="nothing is owed"):
         charge_anew(database, provider, "m-7f3")
     assert provider.total_charged() == database.total_charged() == 40
+
+
+def test_an_id_ending_in_the_old_result_suffix_does_not_make_the_bare_id_a_duplicate():
+    # A producer's ID may hold any character: "m-7f3#result" is a message of its own, not m-7f3's result.
+    database, provider = DuckDBPayments(), PaymentProvider()
+    lookalike = Message.charge("m-7f3#result", order_id=7, amount=5)
+    run = simulate(PendingChargeHandler(), [lookalike, RUNNING_EXAMPLE], database=database, provider=provider)
+    assert provider.total_charged() == database.total_charged() == 45
+    assert run.events("duplicate skipped").empty
+    assert stuck_rows(database) == []
+
+
+def test_a_409_while_the_first_call_runs_is_asked_again_on_the_next_run_not_left_for_a_person():
+    provider = PaymentProvider(behaviours()["stripe-v1"])
+    provider.begin("m-7f3:charge", order_id=1042, amount=40)  # a first call still in progress, its answer not yet given
+    database = _left_pending(provider)
+    provider.clock.advance(3600)
+    [line] = reconcile(database, provider)
+    assert line["reconciler"].endswith("409, asked again on the next run")
+    [again] = reconcile(database, provider)  # the next run does ask again: the row was never a person's
+    assert again["reconciler"].startswith("asked again with the row's key: 409")
+
+
+def test_a_card_declined_is_recorded_as_the_rows_result_not_redelivered_to_the_dead_letter_queue():
+    database, provider = DuckDBPayments(), PaymentProvider(behaviours()["stripe-v1"])
+    provider.fail_next(status=402)  # the card declined: a definite answer that took no money
+    run = simulate(PendingChargeHandler(), [RUNNING_EXAMPLE], database=database, provider=provider, max_deliveries=2)
+    assert (len(run.events("delivered")), len(run.dead_letters), provider.calls) == (1, 0, 1)
+    assert provider.total_charged() == database.total_charged() == 0
+    assert stuck_rows(database) == [] and reconcile(database, provider) == []  # nothing left for a person
+    again = simulate(PendingChargeHandler(), [RUNNING_EXAMPLE], database=database, provider=provider)
+    assert not again.events("duplicate skipped").empty and provider.calls == 1  # a copy finds the decline recorded

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from idemlib.explore import RUNNING_EXAMPLE, fault_points, open_transaction_seconds
-from idemlib.facts import fact_seconds
+from idemlib.explore import RUNNING_EXAMPLE, fault_points, interleavings, open_transaction_seconds
+from idemlib.facts import fact_number, fact_seconds
 from idemlib.faults import Crash, FaultPlan, LostResponse
 from idemlib.handlers import Context, Handler, ProviderError, ProviderHandler, Steps
 from idemlib.messages import Charge, Message, parse_charge, payment_stream
@@ -26,9 +26,6 @@ from idemlib.provider import PaymentProvider, behaviours, key_of_call
 from idemlib.sim import outcome_of, simulate
 from idemlib.stores import DuckDBPayments, PaymentsDatabase, PaymentsSession
 from idemlib.trace import Event
-
-RESULT = "#result"
-"""Suffix of the inbox row that says the provider's result was recorded (the pending row is the bare ID)."""
 
 PENDING_CALLS = """CREATE TABLE IF NOT EXISTS pending_calls (
     message_id      VARCHAR PRIMARY KEY,        -- the message whose call this is: one pending call per message
@@ -39,6 +36,12 @@ PENDING_CALLS = """CREATE TABLE IF NOT EXISTS pending_calls (
     last_status     INTEGER                     -- the provider's last answer; NULL before any (or when it was lost)
 )"""
 """What a pending row keeps: the call it owes, so a retry or the reconciler sends exactly that call again."""
+
+RECORDED_RESULTS = """CREATE TABLE IF NOT EXISTS recorded_results (
+    message_id VARCHAR PRIMARY KEY,  -- a table of its own: no producer's ID can be mistaken for a result
+    charge_id  VARCHAR               -- the provider's charge, recorded with the money; NULL for a card declined
+)"""
+"""Which pending calls have their result recorded: the row a later copy finds and skips on."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,22 @@ def _pending_call(session: PaymentsSession, message_id: str) -> PendingCall:
     return PendingCall(*row)
 
 
+def _has_result(session: PaymentsSession, message_id: str) -> bool:
+    return bool(session.execute(f"SELECT 1 FROM recorded_results WHERE message_id = {session.placeholder}",
+                                (message_id,), rows=True))
+
+
+def _record_result(session: PaymentsSession, call: PendingCall, charge_id: str | None) -> None:
+    """In one transaction, the result and the local charge (none for a decline, ``charge_id`` None, which took no
+    money); a second copy's result (the same charge) adds nothing."""
+    session.begin()
+    if session.execute(f"INSERT INTO recorded_results VALUES ({session.placeholder}, {session.placeholder}) "
+                       "ON CONFLICT DO NOTHING RETURNING message_id", (call.message_id, charge_id),
+                       rows=True) and charge_id is not None:
+        session.charge(call.order_id, call.amount, call.message_id)
+    session.commit()
+
+
 def _note_answer(session: PaymentsSession, message_id: str, status: int) -> None:
     session.execute(f"UPDATE pending_calls SET last_status = {session.placeholder} WHERE message_id = "
                     f"{session.placeholder}", (status, message_id))
@@ -72,8 +91,10 @@ class PendingChargeHandler(Handler):
 
     The pending row is the inbox row of the message and, in the same transaction, a row
     of ``pending_calls`` with the call's key, order and amount. Every later attempt reads
-    the key from that row. The result row is a second inbox row (``<ID>#result``) written
-    with the local charge, so the result commits with the money our database records.
+    the key from that row. The result is a row of ``recorded_results`` written with the local
+    charge, so it commits with the money our database records. (A second inbox row such as
+    ``<ID>#result`` would share the producers' namespace: a message whose ID is ``m-7f3#result``
+    would make the later ``m-7f3`` a duplicate, its charge skipped.)
     """
 
     name = "pending row, then call"
@@ -92,7 +113,9 @@ class PendingChargeHandler(Handler):
 
     def sessions(self, database: PaymentsDatabase) -> Callable[[], Any]:
         """Every handler's sessions, once ``pending_calls`` exists on ``database``: made once a run, not per delivery."""
-        database.session().execute(PENDING_CALLS)
+        session = database.session()
+        session.execute(PENDING_CALLS)
+        session.execute(RECORDED_RESULTS)
         return database.session
 
     def run(self, ctx: Context) -> Steps:
@@ -107,7 +130,7 @@ class PendingChargeHandler(Handler):
         yield "commit"
         ctx.db.commit()
         yield "look up result"
-        pending = None if ctx.db.has_processed(ctx.message_id + RESULT) else _pending_call(ctx.db, ctx.message_id)
+        pending = None if _has_result(ctx.db, ctx.message_id) else _pending_call(ctx.db, ctx.message_id)
         if pending is None:
             ctx.note("duplicate skipped")
         elif ctx.now() - pending.since >= self.key_lifetime_seconds:
@@ -117,18 +140,39 @@ class PendingChargeHandler(Handler):
             response = ctx.call_provider(pending.key, Charge(pending.order_id, pending.amount))
             if not response.ok:
                 _note_answer(ctx.db, ctx.message_id, response.status)  # what the reconciler must know of this key
+            if not response.ok and response.status != fact_number("stripe_decline_status"):
                 raise ProviderError(f"{ctx.message_id}: the provider answered {response.status}")
-            yield "record result"
-            ctx.db.begin()
-            if ctx.db.record_message(ctx.message_id + RESULT):
-                ctx.db.charge(pending.order_id, pending.amount, ctx.message_id)
-            ctx.db.commit()
+            yield "record result"  # a charge, or a card declined: a definite answer, which no redelivery changes
+            _record_result(ctx.db, pending, response.body.get("id") if response.ok else None)
         yield "ack"
         ctx.ack()
 
 
 PLACEMENTS: tuple[Handler, ...] = (ProviderHandler("inside"), ProviderHandler("before"), PendingChargeHandler())
 """The three places for the call, each with the key."""
+
+
+def both_reach_the_call(handler: Handler) -> str:
+    """The schedule in which consumer A takes its steps up to the call, then B up to its own, then each finishes."""
+    before, after = handler.steps.index("call provider") + 1, len(handler.steps) - handler.steps.index("call provider") - 1
+    return "A" * before + "B" * before + "A" * after + "B" * after
+
+
+def racing_consumers(databases: tuple[Callable[[], PaymentsDatabase], ...]) -> pd.DataFrame:
+    """Two consumers holding one message at once, each placement on each engine, under :func:`both_reach_the_call`.
+
+    Where an engine makes B wait on A's lock, B cannot go on until A does, which in a one-step-at-a-time
+    schedule is never: B's wait ends at the database's lock timeout, its delivery is given back, and the
+    copy that comes again finds A's commit. One row per (engine, placement): the calls and charges.
+    """
+    frames = {}
+    for database in databases:
+        for handler in PLACEMENTS:
+            store = database()
+            frames[(store.engine, handler.name)] = interleavings(
+                handler, database=store, provider=PaymentProvider, schedules=[both_reach_the_call(handler)]).iloc[0]
+    table = pd.DataFrame(frames).T[["provider calls", "charges at provider", "charges", "conflicts"]].astype(int)
+    return table.rename_axis(["engine", "placement"])
 
 
 def placement_costs(step_seconds: dict[str, float], payments: int = 100, ack_loss_rate: float = 0.2,
@@ -169,25 +213,39 @@ def placement_matrix(handlers: tuple[Handler, ...] = PLACEMENTS, message: Messag
     return pd.DataFrame(rows, columns=["placement", "fault", "our database ($)", "card ($)", "outcome"])
 
 
-def replayed_after(handler: Handler, hours: float, message: Message = RUNNING_EXAMPLE) -> dict[str, Any]:
-    """``message`` handled once, then delivered again ``hours`` later (a replay from the dead-letter queue).
+def replayed_after(handler: Handler, hours: float, *, first_failed: bool = False,
+                   message: Message = RUNNING_EXAMPLE) -> dict[str, Any]:
+    """``message`` handled, then delivered again ``hours`` later (a replay from the dead-letter queue).
 
-    The provider's clock moves on by ``hours`` in between; past its retention it has forgotten the key.
+    With ``first_failed`` its first handling failed as a dead-lettered message's does: v1 answered 500 with the
+    money taken, replayed that 500 to the second delivery, and the broker dead-lettered the message. The
+    provider's clock moves on by ``hours`` before the replay; past its retention it has forgotten the key.
     """
-    database, provider = DuckDBPayments(), PaymentProvider()
-    simulate(handler, [message], database=database, provider=provider)
+    database, provider = DuckDBPayments(), PaymentProvider(behaviours()["stripe-v1"])
+    if first_failed:
+        provider.fail_next(charged=True)
+    first = simulate(handler, [message], database=database, provider=provider, max_deliveries=2)
     provider.clock.advance(hours * 3600)
     simulate(handler, [message], database=database, provider=provider)
-    return {"our database ($)": database.total_charged(), "card ($)": provider.total_charged(),
+    return {"first handling": "dead-lettered" if first.dead_letters else "committed",
+            "our database ($)": database.total_charged(), "card ($)": provider.total_charged(),
             "charges at the provider": [charge["id"] for charge in provider.charges]}
+
+
+def late_replays(hours: float) -> pd.DataFrame:
+    """:func:`replayed_after` for every placement, its first handling committed and failed: one row each."""
+    rows = [{"placement": handler.name, **replayed_after(handler, hours, first_failed=failed)}
+            for failed in (False, True) for handler in PLACEMENTS]
+    return pd.DataFrame(rows).set_index(["first handling", "placement"])
 
 
 def stuck_rows(database: PaymentsDatabase) -> list[PendingCall]:
     """The pending rows with no result: calls that may or may not have charged."""
     session = database.session()
     session.execute(PENDING_CALLS)
-    rows = session.execute(f"SELECT {_COLUMNS} FROM pending_calls WHERE message_id || '{RESULT}' NOT IN "
-                           "(SELECT message_id FROM processed_messages) ORDER BY message_id", rows=True)
+    session.execute(RECORDED_RESULTS)
+    rows = session.execute(f"SELECT {_COLUMNS} FROM pending_calls WHERE message_id NOT IN "
+                           "(SELECT message_id FROM recorded_results) ORDER BY message_id", rows=True)
     return [PendingCall(*row) for row in rows]
 
 
@@ -231,12 +289,12 @@ def _settle(session: PaymentsSession, provider: PaymentProvider, row: PendingCal
         did = f"asked again with the row's key: {response.status}{' replayed' if response.replayed else ''}"
         if not response.ok:
             _note_answer(session, row.message_id, response.status)
-            did += ", left for a person" if look_up_first else ", row still pending"
+            # A saved error comes back on every run, so it is a person's; one that saved nothing (a 409 while the
+            # first call runs, a 429) may settle on the next run, which asks again.
+            did += (", row still pending" if not look_up_first else ", left for a person"
+                    if provider.behaviour.replays(response.status) else ", asked again on the next run")
     if charge_id is not None:
-        session.begin()
-        if session.record_message(row.message_id + RESULT):
-            session.charge(row.order_id, row.amount, row.message_id)
-        session.commit()
+        _record_result(session, row, charge_id)
     return {"pending row": row.message_id, "hours since": round(age / 3600, 1), "reconciler": did,
             "charge recorded": charge_id}
 

@@ -20,7 +20,10 @@ __all__ = ["check_key_function", "provider_calls", "telling_pairs"]
 CONSUMERS = ("payments", "payments2", "refunds", "payments-eu")
 # Calls that share a first letter (charge, capture), one that extends another's name (charge-2, a second
 # instalment): a key with the call's name cut to a prefix collides. (The day also holds a "refund-fee" beside
-# message IDs that end "-refund" and a call "fee": a key joined with '-' collides there too.)
+# message IDs that end "-refund" and a call "fee": a key joined with '-' collides there too; a "fee" for an ID
+# that ends "refund-" beside a "refund-fee" for its stem: a key that glues the ID to the call collides; and a
+# "charge" for an ID that ends ":fee" beside a "fee" for its stem: a key that leaves the call out when it is
+# "charge", the default, collides.)
 CALLS = ("charge", "fee", "capture", "charge-2")
 # Message IDs as producers write them: short ones, 200-character ones (NServiceBus's MessageId column is
 # that wide) in pairs that differ only in the last character, Stripe-style ones whose letter case matters,
@@ -62,7 +65,8 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
     a trailing space or only in their punctuation (``order:102:payment:3``, ``order_102_payment_3``, ...),
     200-character IDs that differ in their last character, a "payments2" call for ``a9f...`` beside a
     "payments" call for ``2a9f...``, and hyphens on both sides of a part: a "payments-eu" fee for ``m-...``
-    beside a "payments" fee for ``eu-m-...``, a "refund-fee" for ``m-...`` beside a "fee" for ``m-...-refund``.
+    beside a "payments" fee for ``eu-m-...``, a "refund-fee" for ``m-...`` beside a "fee" for ``m-...-refund``
+    and beside a "fee" for ``m-...refund-``, and a "fee" for ``m-...`` beside a "charge" for ``m-...:fee``.
     """
     draw = random.Random(seed)
     calls: set[tuple[str, str, str]] = set()
@@ -78,7 +82,9 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
         elif message_id.startswith("m-"):
             calls.update({("payments", message_id + " ", "charge"), ("payments", " " + message_id, "charge")})
             calls.update({("payments-eu", message_id, "fee"), ("payments", "eu-" + message_id, "fee"),
-                          ("payments", message_id, "refund-fee"), ("payments", message_id + "-refund", "fee")})
+                          ("payments", message_id, "refund-fee"), ("payments", message_id + "-refund", "fee"),
+                          ("payments", message_id + "refund-", "fee"),  # m-x + refund-fee and m-xrefund- + fee
+                          ("payments", message_id, "fee"), ("payments", message_id + ":fee", "charge")})
         else:
             calls.update({("payments2", message_id, "fee"), ("payments", message_id, "fee")})  # two of one name
             calls.add(("payments", "2" + message_id, "fee"))  # payments2 + a9f... and payments + 2a9f...
@@ -92,9 +98,9 @@ def provider_calls(*, seed: int = 4) -> tuple[tuple[str, str, str], ...]:
 def telling_pairs(calls: tuple[tuple[str, str, str], ...]) -> list[list[tuple[tuple[str, str, str], ...]]]:
     """The pairs of different calls among ``calls`` that teach one rule each, in the order the hints teach them:
     two services, one message; two calls, one message; parts glued together; a long ID cut; letter case; a space;
-    a ':' of the ID dropped or replaced; a '-' between the parts."""
+    a ':' of the ID dropped or replaced; a '-' between the parts; the default call left out."""
     present = set(calls)
-    rules: list[list[tuple[tuple[str, str, str], ...]]] = [[] for _ in range(8)]
+    rules: list[list[tuple[tuple[str, str, str], ...]]] = [[] for _ in range(9)]
     for consumer, message_id, call in calls:
         if consumer in ("refunds", "payments2") and ("payments", message_id, call) in present:
             rules[0].append((("payments", message_id, call), (consumer, message_id, call)))
@@ -106,6 +112,10 @@ def telling_pairs(calls: tuple[tuple[str, str, str], ...]) -> list[list[tuple[tu
             rules[5].append((("payments", message_id.strip(), call), (consumer, message_id, call)))
         if consumer == "payments-eu" and ("payments", "eu-" + message_id, call) in present:
             rules[7].append(((consumer, message_id, call), ("payments", "eu-" + message_id, call)))
+        if call == "refund-fee" and (consumer, message_id + "refund-", "fee") in present:
+            rules[2].append(((consumer, message_id, call), (consumer, message_id + "refund-", "fee")))
+        if call == "charge" and message_id.endswith(":fee") and (consumer, message_id[:-4], "fee") in present:
+            rules[8].append(((consumer, message_id, call), (consumer, message_id[:-4], "fee")))
         if call == "refund-fee" and (consumer, message_id + "-refund", "fee") in present:
             rules[7].append(((consumer, message_id, call), (consumer, message_id + "-refund", "fee")))
         if message_id.startswith("order:") and consumer == "payments" and call == "charge":
@@ -142,6 +152,9 @@ def _hint_for(rule: int, first: tuple[str, str, str], second: tuple[str, str, st
         "own names (payments-eu, refund-fee), so a reader of the key cannot tell where the consumer ends and the "
         "ID begins, or where the ID ends and the call begins. Join with a character those names never hold "
         "(the exercise says what they are made of).",
+        f"{first} and {second} got the same key: a key that leaves out the name of the call when it is "
+        f"{call_a!r} reads like the key of another call of another message. Name every call in the key, the "
+        "default one too.",
     ][rule]
 
 
