@@ -6,13 +6,17 @@ a method the server does not serve, a client too slow to send its request (one
 deadline for its head and body), and a failure inside the application, which is a 500 with problem
 details rather than a connection closed in silence.
 
-What RFC 9112 asks of a server is kept: every header line is checked as section 5
-says, and none is dropped or merged (:mod:`idemlib.http.head`); an HTTP/1.1 request
-without a ``Host`` field, or any request with two, is refused with 400 (section 3.2),
-and a target in absolute form (``POST http://host/charges``) is served like its path
-(3.2.2). The server answers as HTTP/1.0, one request per connection
-(``Connection: close``), so it keeps no connection open; it reads no chunked body,
-and a request with ``Transfer-Encoding`` gets 501. Every
+Much of what RFC 9112 asks of a server is kept: every header line is checked as
+section 5 says, and none is dropped or merged (:mod:`idemlib.http.head`); an HTTP/1.1
+request without a ``Host`` field, or any request with two, is refused with 400
+(section 3.2); a target in absolute form (``POST http://host/charges``) is served
+like its path (3.2.2); a ``Content-Length`` repeating one number, on one line or
+several, frames the body by it, and one with two numbers is refused (6.3). The server
+answers as HTTP/1.0, one request per connection (``Connection: close``), so it keeps
+no connection open. One departure: RFC 9112 (section 6.1) says a recipient "MUST be
+able to parse the chunked transfer coding", and this server reads no chunked body; a
+request with ``Transfer-Encoding`` gets 501, and must be sent with ``Content-Length``.
+Every
 request but a ``GET`` of ``/problems/<type>`` (the server's documentation of its
 problem types) is authenticated by its bearer token before its body is read.
 
@@ -34,6 +38,7 @@ from urllib.parse import urlsplit
 
 from idemlib.http.charges import ChargesApi, parse_order_id
 from idemlib.http.head import HeadError, read_head
+from idemlib.http.orders import Preconditions
 from idemlib.http.problems import PROBLEM_TYPE, RFC9110_PHRASES, TYPES_PATH, Refused, documentation, phrase, problem
 
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -90,10 +95,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise Refused(501, "Transfer-Encoding not supported",
                           "This server reads a body framed by Content-Length only. Send the body with Content-Length.",
                           close=True)
-        lengths = {value.strip() for value in self.headers.get_all("Content-Length", [])}
-        if not lengths:
+        # Content-Length on two lines is one list (RFC 9110, section 5.3), as on one line with commas: a list of one
+        # number repeated frames the body by it, whichever way it came (RFC 9112, section 6.3); different ones, nothing.
+        lines = self.headers.get_all("Content-Length", [])
+        lengths = {value.strip() for value in ", ".join(lines).split(",")}
+        if not lines:
             return b""
-        length = next(iter(lengths)) if len(lengths) == 1 else ""  # two different lengths frame nothing
+        length = next(iter(lengths)) if len(lengths) == 1 else ""
         if not (length.isascii() and length.isdigit()) or len(length) > 12:
             raise Refused(400, "Bad Content-Length", f"Content-Length must be one number of bytes, such as 33; got "
                           f"{', '.join(sorted(lengths))[:40]!r}.", close=True)
@@ -227,13 +235,13 @@ class _Handler(BaseHTTPRequestHandler):
             return status, body, {"Location": f"/charges/{body['id']}"} if status == 201 else {}, replayed
         if resource == "charge":
             return 200, api.charge(client, name), {}, False
-        if_match = self.headers.get("If-Match")
+        conditions = Preconditions.of(lambda name: self.headers.get_all(name, []))
         if self.command in ("GET", "HEAD"):
-            status, body, tag = api.get_status(order_id)
+            status, body, tag = api.get_status(client, order_id)
         elif self.command == "PUT":
-            status, body, tag = api.put_status(order_id, self._body(), if_match)
+            status, body, tag = api.put_status(client, order_id, self._body(), conditions)
         else:
-            status, body, tag = api.delete_status(order_id, if_match)
+            status, body, tag = api.delete_status(client, order_id, conditions)
         return status, body, {"ETag": tag} if tag else {}, False
 
     def _handle(self) -> None:
