@@ -21,7 +21,8 @@ request but a ``GET`` of ``/problems/<type>`` (the server's documentation of its
 problem types) is authenticated by its bearer token before its body is read.
 
 The resources: ``POST /charges``, ``GET /charges/<id>`` and
-``GET``/``PUT``/``DELETE /orders/<id>/status``.
+``GET``/``PUT``/``DELETE /orders/<id>/status``, each client's own (its charges and its
+orders), so another client's is a 404, as for one that does not exist.
 """
 
 from __future__ import annotations
