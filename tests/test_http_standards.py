@@ -335,3 +335,17 @@ def test_charge_ids_tell_no_client_how_many_charges_the_server_made_and_survive_
     with serve(restarted) as again:
         later = charge(again, restarted.issue_token("b"), key='"k-3"').body["id"]
     assert len({*ids, later}) == 4
+
+
+def test_a_get_with_a_current_tag_in_if_none_match_is_304_without_content_and_a_false_if_match_412(api, server):
+    """RFC 9110, section 13.2.1: an origin server MUST evaluate the preconditions it receives, on a GET too; a false
+    If-None-Match on a GET is 304 (section 13.1.2), which carries no content (15.4.5)."""
+    token = api.issue_token("shop-1")
+    tag = status_request(server, token, "PUT").headers["etag"]
+    get = lambda *lines: raw_request(server.url, http_request("GET", "/orders/3001/status", token=token,  # noqa: E731
+                                                              extra=lines))
+    same = get(("If-None-Match", f'"9", W/{tag}'))
+    assert (same.status, same.headers["etag"], same.body) == (304, tag, None) and same.raw.endswith(b"\r\n\r\n")
+    assert get(("If-None-Match", '"9"')).status == 200
+    stale = get(("If-Match", '"9"'))
+    assert stale.status == 412 and is_problem(stale) and stale.headers["etag"] == tag

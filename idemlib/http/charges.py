@@ -344,11 +344,21 @@ class ChargesApi:
         changing nothing, if it has none (a repeat has the same effect, gone, and its answer says so)."""
         return self.orders.write(client, order_id, None, conditions)
 
-    def get_status(self, client: str, order_id: int) -> tuple[int, dict[str, Any], str | None]:
-        """``GET /orders/<id>/status`` of ``client``'s order: the status and its ETag; 404 if it has none."""
+    def get_status(self, client: str, order_id: int,
+                   conditions: Preconditions = Preconditions()) -> tuple[int, dict[str, Any], str | None]:
+        """``GET /orders/<id>/status`` of ``client``'s order: the status and its ETag; 404 if it has none.
+
+        A false ``If-Match`` is 412, a false ``If-None-Match`` 304 Not Modified: the
+        client's copy is current (RFC 9110, section 13.2.2).
+        """
         status, version = self.orders.read(client, order_id)
         if status is None or version is None:
             raise Refused(404, "Not Found", f"Order {order_id} has no status.")
+        if not Preconditions(if_match=conditions.if_match).hold(version):
+            raise Refused(412, "Precondition Failed", f"{conditions.shown()} does not hold for the status's current "
+                          f"version ({etag(version)}).", headers={"ETag": etag(version)})
+        if not conditions.hold(version):
+            return 304, {}, etag(version)
         return 200, {"order_id": order_id, "status": status}, etag(version)
 
     def order_status(self, client: str, order_id: int) -> str | None:

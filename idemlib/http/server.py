@@ -79,15 +79,16 @@ class _Handler(BaseHTTPRequestHandler):
         payload = (body if isinstance(body, str) else json.dumps(body)).encode()
         self.connection.settimeout(self.server.client_timeout)  # each write may wait this long, whatever the read left
         self.send_response(status)
-        self.send_header("Content-Type", "text/plain; charset=utf-8" if isinstance(body, str)
-                         else PROBLEM_TYPE if status >= 400 else "application/json")
-        self.send_header("Content-Length", str(len(payload)))
+        if status != 304:  # a 304 has no content, and no length but the 200's (RFC 9110, sections 15.4.5, 8.6)
+            self.send_header("Content-Type", "text/plain; charset=utf-8" if isinstance(body, str)
+                             else PROBLEM_TYPE if status >= 400 else "application/json")
+            self.send_header("Content-Length", str(len(payload)))
         if self.close_connection:
             self.send_header("Connection", "close")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command != "HEAD" and status != 304:
             self.wfile.write(payload)
 
     def _body(self) -> bytes:
@@ -238,7 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, api.charge(client, name), {}, False
         conditions = Preconditions.of(lambda name: self.headers.get_all(name, []))
         if self.command in ("GET", "HEAD"):
-            status, body, tag = api.get_status(client, order_id)
+            status, body, tag = api.get_status(client, order_id, conditions)
         elif self.command == "PUT":
             status, body, tag = api.put_status(client, order_id, self._body(), conditions)
         else:
