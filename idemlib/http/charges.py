@@ -345,7 +345,7 @@ class ChargesApi:
         return self.orders.write(client, order_id, None, conditions)
 
     def get_status(self, client: str, order_id: int,
-                   conditions: Preconditions = Preconditions()) -> tuple[int, dict[str, Any], str | None]:
+                   conditions: Preconditions) -> tuple[int, dict[str, Any], str | None]:
         """``GET /orders/<id>/status`` of ``client``'s order: the status and its ETag; 404 if it has none.
 
         A false ``If-Match`` is 412, a false ``If-None-Match`` 304 Not Modified: the
