@@ -147,7 +147,8 @@ def test_a_request_line_too_long_gets_414_uri_too_long(server):
     assert answer.raw.startswith(b"HTTP/1.0 414 URI Too Long\r\n")
 
 
-@pytest.mark.parametrize("lines", [("X-Big: " + "x" * 70_000,), tuple(f"X-Pad-{n}: x" for n in range(120))])
+@pytest.mark.parametrize("lines", [("X-Big: " + "x" * 70_000,), tuple(f"X-Pad-{n}: x" for n in range(120)),
+                                   tuple(f"X-Pad-{n}: " + "x" * 3000 for n in range(30))])  # 90 KB of fields in all
 def test_a_head_over_the_limits_gets_431_request_header_fields_too_large(api, server, lines):
     answer = raw_request(server.url, head(api.issue_token("shop-1"), *lines))
     assert (answer.status, answer.body["title"]) == (431, "Request Header Fields Too Large") and is_problem(answer)

@@ -10,11 +10,16 @@
 - problem details: ``about:blank`` with the status phrase, or a type of the
   server's own that the server documents (RFC 9457, section 4.2.1);
 - 201 carries ``Location`` (RFC 9110, section 9.3.3), and a 412 refuses a ``PUT``
-  whose ``If-Match`` is stale, or is ``*`` once the status is deleted (section 13.1.1);
-  a repeated ``DELETE`` is 404 and changes no version.
+  whose ``If-Match`` is stale, or is ``*`` once the status is deleted (section 13.1.1),
+  and a creating ``PUT`` with ``If-None-Match: *`` once a status exists (13.1.2); two
+  ``If-Match`` lines are one list (5.3); a repeated ``DELETE`` is 404 and changes no
+  version; each client's orders are its own;
+- the fingerprint covers the whole body; ``Content-Length`` repeating one number
+  frames the body on one line or two (RFC 9112, section 6.3).
 """
 
 import json
+import re
 import threading
 
 import pytest
@@ -54,7 +59,7 @@ def test_on_the_naive_server_a_second_party_asserting_the_same_client_id_is_repl
         oracle = charge(running, None, body=b'{"order_id": 1, "amount": 1}', extra=(("X-Client-Id", "shop-1"),))
         anonymous = [charge(running, None, key='"k-anon"') for _ in range(2)]
     assert (shop.status, stranger.status, stranger.headers.get("idempotent-replayed")) == (201, 201, "true")
-    assert stranger.body["id"] == shop.body["id"] == "ch_81"  # someone else's charge, handed out
+    assert stranger.body["id"] == shop.body["id"]  # someone else's charge, handed out
     assert oracle.status == 422  # and a different body confirms the key exists
     assert anonymous[1].headers.get("idempotent-replayed") == "true"  # no header: one namespace for all
 
@@ -80,7 +85,8 @@ def test_another_client_cannot_read_a_charge_and_cannot_tell_it_from_no_charge(a
     assert read(api.issue_token("shop-1"), first.headers["location"]).body == first.body
     theirs, none = read(api.issue_token("shop-2"), first.headers["location"]), read(api.issue_token("shop-2"),
                                                                                     "/charges/ch_999")
-    assert (theirs.status, theirs.body["detail"].replace("ch_81", "ch_999")) == (none.status, none.body["detail"])
+    charge_id = first.headers["location"].removeprefix("/charges/")
+    assert (theirs.status, theirs.body["detail"].replace(charge_id, "ch_999")) == (none.status, none.body["detail"])
     assert theirs.status == 404
 
 
@@ -212,7 +218,7 @@ def test_a_put_whose_if_match_is_stale_gets_412_and_cannot_overwrite_a_newer_sta
     refunded = client.request("PUT", "/orders/2001/status", {"status": "REFUNDED"}, {"If-Match": paid.headers["etag"]})
     late = client.request("PUT", "/orders/2001/status", {"status": "PAID"}, {"If-Match": created.headers["etag"]})
     assert [a.status for a in (created, paid, refunded, late)] == [200, 200, 200, 412]
-    assert late.headers["etag"] == refunded.headers["etag"] and api.order_status(2001) == "REFUNDED"
+    assert late.headers["etag"] == refunded.headers["etag"] and api.order_status("shop-1", 2001) == "REFUNDED"
     weak = client.request("PUT", "/orders/2001/status", {"status": "X"}, {"If-Match": "W/" + refunded.headers["etag"]})
     assert weak.status == 412  # If-Match compares strongly
     gone = client.request("DELETE", "/orders/2001/status", headers={"If-Match": refunded.headers["etag"]})
@@ -239,7 +245,7 @@ def test_if_match_star_fails_when_the_status_was_deleted_and_a_second_delete_cha
     old_tag = status_request(server, token, "PUT", created.headers["etag"], "NEW")
     again = status_request(server, token, "DELETE")
     assert (gone.status, star.status, old_tag.status) == (200, 412, 412) and is_problem(star)
-    assert again.status == 404 and "etag" not in again.headers and api.order_status(3001) is None
+    assert again.status == 404 and "etag" not in again.headers and api.order_status("shop-1", 3001) is None
     recreated = status_request(server, token, "PUT", status="NEW")
     assert recreated.status == 200 and recreated.headers["etag"] == '"4"'  # NEW, PAID, deleted: then the fourth version
 
@@ -247,7 +253,7 @@ def test_if_match_star_fails_when_the_status_was_deleted_and_a_second_delete_cha
 def test_deleting_a_status_that_never_existed_is_404_and_stores_nothing(api, server):
     answer = status_request(server, api.issue_token("shop-1"), "DELETE", "*")
     assert answer.status == 404 and is_problem(answer)
-    assert api.orders.read(3001) == (None, None)
+    assert api.orders.read("shop-1", 3001) == (None, None)
 
 
 def test_a_payment_records_the_client_scoped_key_so_two_clients_payments_under_one_key_stay_apart(api, server):
@@ -255,3 +261,91 @@ def test_a_payment_records_the_client_scoped_key_so_two_clients_payments_under_o
     for shop in ("shop-1", "shop-2"):
         assert charge(server, api.issue_token(shop)).status == 201
     assert sorted(api.payments.payments().message_id) == ["shop-1:m-7f3:charge", "shop-2:m-7f3:charge"]
+
+
+def test_a_creating_put_sends_if_none_match_star_so_its_delayed_retry_cannot_overwrite_a_later_status(api, server):
+    """RFC 9110, section 13.1.2: If-None-Match ``*`` is false when a current representation exists; it is there "to
+    prevent an unsafe request method (e.g., PUT) from inadvertently modifying an existing representation"."""
+    token = api.issue_token("shop-1")
+    put = lambda status, *lines: raw_request(server.url, http_request(  # noqa: E731
+        "PUT", "/orders/3001/status", json.dumps({"status": status}).encode(), token=token, extra=lines))
+    created = put("NEW", ("If-None-Match", "*"))
+    paid = put("PAID", ("If-Match", created.headers["etag"]))
+    refunded = put("REFUNDED", ("If-Match", paid.headers["etag"]))
+    delayed = put("NEW", ("If-None-Match", "*"))  # the creating PUT's retry, arriving last
+    assert [a.status for a in (created, paid, refunded, delayed)] == [200, 200, 200, 412] and is_problem(delayed)
+    assert delayed.headers["etag"] == refunded.headers["etag"] and api.order_status("shop-1", 3001) == "REFUNDED"
+    weak = put("X", ("If-None-Match", f'"9", W/{refunded.headers["etag"]}'))  # a list, compared weakly
+    assert weak.status == 412 and api.order_status("shop-1", 3001) == "REFUNDED"
+    assert put("X", ("If-None-Match", '"9"')).status == 200  # no tag in the list is current
+    assert status_request(server, token, "DELETE").status == 200
+    assert put("AGAIN", ("If-None-Match", "*")).status == 200  # a deleted status has no representation
+
+
+def test_if_match_sent_on_two_field_lines_is_one_list(api, server):
+    """RFC 9110, section 5.3: field lines of one name combine, in order, into one comma-separated list."""
+    token = api.issue_token("shop-1")
+    status_request(server, token, "PUT")
+    current = status_request(server, token, "PUT", "*", "PAID").headers["etag"]
+    answer = raw_request(server.url, http_request("PUT", "/orders/3001/status", b'{"status": "SHIPPED"}', token=token,
+                                                  extra=(("If-Match", '"9"'), ("If-Match", current))))
+    assert answer.status == 200 and api.order_status("shop-1", 3001) == "SHIPPED"
+
+
+def test_an_order_belongs_to_the_client_that_set_it_and_another_client_learns_nothing_of_it(api, server):
+    shop_1, shop_2 = api.issue_token("shop-1"), api.issue_token("shop-2")
+    mine = status_request(server, shop_1, "PUT", status="PAID")
+    theirs = status_request(server, shop_2, "GET")
+    never = raw_request(server.url, http_request("GET", "/orders/3002/status", token=shop_2))
+    assert (theirs.status, theirs.body["detail"].replace("3001", "3002")) == (never.status, never.body["detail"])
+    assert theirs.status == 404 and "etag" not in theirs.headers
+    assert status_request(server, shop_2, "PUT", mine.headers["etag"], "REFUNDED").status == 412
+    assert status_request(server, shop_2, "DELETE").status == 404
+    assert status_request(server, shop_2, "PUT", status="OTHER").status == 200  # shop-2's own order 3001
+    assert api.order_status("shop-1", 3001) == "PAID" and api.order_status("shop-2", 3001) == "OTHER"
+    assert status_request(server, shop_1, "GET").headers["etag"] == mine.headers["etag"]
+
+
+def test_the_fingerprint_covers_the_whole_body_so_a_member_added_under_the_key_is_a_mismatch(api, server):
+    """The server charges order_id and amount only; a retry that adds a currency asked for something else."""
+    token = api.issue_token("shop-1")
+    first = charge(server, token, body=b'{"order_id": 1, "amount": 5}')
+    respaced = charge(server, token, body=b'{ "amount":5,"order_id":1 }')  # the same object, members reordered
+    more = charge(server, token, body=b'{"order_id": 1, "amount": 5, "currency": "eur"}')
+    assert (first.status, respaced.status, respaced.headers.get("idempotent-replayed")) == (201, 201, "true")
+    assert more.status == 422 and api.executions == 1
+
+
+@pytest.mark.parametrize("lines", [(("Content-Length", "{n}, {n}"),), (("Content-Length", "{n}"), ("Content-Length", "{n}"))])
+def test_a_content_length_repeating_one_number_frames_the_body_on_one_line_or_two(api, server, lines):
+    """RFC 9112, section 6.3: a list of identical lengths may be taken as that length; this server takes it however
+    it is sent, since two field lines are one list (RFC 9110, section 5.3)."""
+    head = http_request("POST", "/charges", BODY, {"Idempotency-Key": '"k"'}, token=api.issue_token("shop-1"),
+                        extra=tuple((name, value.format(n=len(BODY))) for name, value in lines))
+    head = head.replace(f"Content-Length: {len(BODY)}\r\n".encode(), b"", 1)
+    assert raw_request(server.url, head).status == 201 and api.executions == 1
+    different = head.replace(f"Content-Length: {len(BODY)}".encode(), f"Content-Length: {len(BODY)}, 3".encode(), 1)
+    assert raw_request(server.url, different.replace(b'"k"', b'"k2"')).status == 400 and api.executions == 1
+
+
+def test_charge_ids_tell_no_client_how_many_charges_the_server_made_and_survive_a_restart(api, server):
+    ids = [charge(server, api.issue_token(shop), key=f'"k-{n}"').body["id"] for n, shop in enumerate(["a", "a", "b"])]
+    assert all(re.fullmatch(r"ch_[0-9a-f]{16}", charge_id) for charge_id in ids)
+    restarted = ChargesApi(payments=api.payments)  # the same database, a new process
+    with serve(restarted) as again:
+        later = charge(again, restarted.issue_token("b"), key='"k-3"').body["id"]
+    assert len({*ids, later}) == 4
+
+
+def test_a_get_with_a_current_tag_in_if_none_match_is_304_without_content_and_a_false_if_match_412(api, server):
+    """RFC 9110, section 13.2.1: an origin server MUST evaluate the preconditions it receives, on a GET too; a false
+    If-None-Match on a GET is 304 (section 13.1.2), which carries no content (15.4.5)."""
+    token = api.issue_token("shop-1")
+    tag = status_request(server, token, "PUT").headers["etag"]
+    get = lambda *lines: raw_request(server.url, http_request("GET", "/orders/3001/status", token=token,  # noqa: E731
+                                                              extra=lines))
+    same = get(("If-None-Match", f'"9", W/{tag}'))
+    assert (same.status, same.headers["etag"], same.body) == (304, tag, None) and same.raw.endswith(b"\r\n\r\n")
+    assert get(("If-None-Match", '"9"')).status == 200
+    stale = get(("If-Match", '"9"'))
+    assert stale.status == 412 and is_problem(stale) and stale.headers["etag"] == tag

@@ -9,7 +9,7 @@
 - :mod:`idemlib.http.charges`: the application, ``POST /charges`` with keys, input
   checked before any work;
 - :mod:`idemlib.http.orders`: an order's status with ``PUT`` and ``DELETE``, guarded
-  by ``ETag`` and ``If-Match``;
+  by ``ETag``, ``If-Match`` and ``If-None-Match``, each client's orders its own;
 - :mod:`idemlib.http.server`: the HTTP server, which answers every request, errors
   as problem details (:mod:`idemlib.http.problems`);
 - :mod:`idemlib.http.client`: a real client that retries with the same key.

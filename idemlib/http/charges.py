@@ -16,6 +16,7 @@ as a problem that says what to send instead; nothing is stored for it.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import itertools
 import json
 import random
@@ -28,7 +29,7 @@ from idemlib.clock import VirtualClock
 from idemlib.http import fields
 from idemlib.http.credentials import Credentials
 from idemlib.http.keys import KeyRecord, KeyStore, retry_conflicts
-from idemlib.http.orders import OrderStatuses, etag, parse_status
+from idemlib.http.orders import OrderStatuses, Preconditions, etag, parse_status
 from idemlib.http.problems import Refused, busy, problem
 from idemlib.provider import Behaviour, behaviours
 from idemlib.stores import DuckDBPayments, PaymentsSession, WriteConflict
@@ -56,8 +57,20 @@ class _TakenOver(Exception):
 
 
 def fingerprint(body: dict[str, Any]) -> str:
-    """A digest of a request body, the same for the same content whatever the key order."""
+    """A digest of a whole request body, every member of it, the same for the same content whatever the order of
+    the members or the spacing: a member the server does not read (``"currency": "eur"``) changes it too."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class _RepeatedMember(ValueError):
+    """A JSON object names one member twice; which value counts differs from one parser to the next."""
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    names = [name for name, _ in pairs]
+    if len(set(names)) < len(names):
+        raise _RepeatedMember(next(name for name in names if names.count(name) > 1))
+    return dict(pairs)
 
 
 def parse_key(lines: list[str]) -> str | None:
@@ -74,7 +87,11 @@ def parse_key(lines: list[str]) -> str | None:
 def parse_json(raw: bytes, example: str) -> Any:
     """The JSON document in a request body; refuses one that is not JSON or nests deeper than the parser goes."""
     try:
-        return json.loads(raw or b"")
+        return json.loads(raw or b"", object_pairs_hook=_unique_members)
+    except _RepeatedMember as repeated:  # RFC 8259 (section 4): names within an object SHOULD be unique
+        raise Refused(400, "Repeated member in body",
+                      f"The JSON object names {str(repeated)[:40]!r} more than once, and parsers differ on which "
+                      f"value counts. Send each member once, as in {example}.") from None
     except RecursionError:
         raise Refused(400, "Body nested too deeply",
                       f"The JSON nests too deeply to read. Send a flat object such as {example}.") from None
@@ -84,7 +101,8 @@ def parse_json(raw: bytes, example: str) -> Any:
 
 
 def parse_charge_body(raw: bytes) -> dict[str, Any]:
-    """The JSON body of ``POST /charges``: an object with a whole ``order_id`` and ``amount`` from 1 to 2^31 - 1."""
+    """The JSON body of ``POST /charges``, whole: an object with a whole ``order_id`` and ``amount`` from 1 to
+    2^31 - 1 (other members are kept for the fingerprint, and not charged)."""
     example = '{"order_id": 1042, "amount": 40}'
     body = parse_json(raw, example)
     if not isinstance(body, dict):
@@ -94,7 +112,7 @@ def parse_charge_body(raw: bytes) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_ID:
             shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
             raise Refused(400, f"Invalid field {name}", f"{name!r} must be a whole number from 1 to {MAX_ID}, got {shown}.")
-    return {"order_id": body["order_id"], "amount": body["amount"]}
+    return body
 
 
 def parse_order_id(segment: str) -> int:
@@ -138,8 +156,10 @@ class ChargesApi:
                              replays_errors=self.behaviour.replays_errors, in_progress_seconds=self.in_progress_seconds)
         self.orders = OrderStatuses(self.payments)
         self.payments.connect().execute(CHARGES_SCHEMA)
-        # Charge IDs go on from those already in the database, as after a restart.
-        self._charge_ids = itertools.count(81 + self.executions)
+        # Charge IDs go on from those already in the database, as after a restart. A charge's ID is a keyed digest
+        # of its number, so that no client reads from its own IDs how many charges the server has made.
+        self._charge_numbers = itertools.count(1 + self.executions)
+        self._id_key = random.Random(f"charge-ids {self.seed}").randbytes(16)
 
     @property
     def executions(self) -> int:
@@ -192,14 +212,15 @@ class ChargesApi:
     def post_charge(self, client: str, key_lines: list[str], raw_body: bytes) -> tuple[int, dict[str, Any], bool]:
         """Handle ``POST /charges`` from ``client`` with its ``Idempotency-Key`` field lines: (status, body, replayed)."""
         key = parse_key(key_lines)
-        body = parse_charge_body(raw_body)
+        received = parse_charge_body(raw_body)
+        body = {"order_id": received["order_id"], "amount": received["amount"]}  # what the charge is made of
         if key is None:
             if self.behaviour.key_required:
                 raise Refused(self.behaviour.missing_key_status, "Idempotency-Key required",
                               "POST /charges needs an Idempotency-Key header, the same on every attempt of one "
                               "operation; this server documents its key format at /problems/idempotency-key-required.")
             return (*self._charge(client, body, None), False)
-        decision, record = self.keys.claim(client, key, fingerprint(body), self.clock.now())
+        decision, record = self.keys.claim(client, key, fingerprint(received), self.clock.now())
         with self._changed:
             self._changed.notify_all()
         if decision == "busy":
@@ -239,7 +260,7 @@ class ChargesApi:
                                                "The card network refused the charge before taking any money",
                                                keyed=claim is not None)
         else:
-            status, result = 201, {"id": f"ch_{next(self._charge_ids)}", **body}
+            status, result = 201, {"id": self._charge_id(), **body}
 
         def commit(cursor: Cursor) -> None:
             session = PaymentsSession(cursor, self.payments)
@@ -278,6 +299,12 @@ class ChargesApi:
                 self.keys.settle(claim, (500, failure))
             return 500, failure
 
+    def _charge_id(self) -> str:
+        """The next charge's ID: 16 hex digits of a digest, 64 bits, so that two charges never share one."""
+        with self._lock:
+            number = next(self._charge_numbers)
+        return "ch_" + hmac.new(self._id_key, str(number).encode(), hashlib.sha256).hexdigest()[:16]
+
     def _committed(self, charge_id: str) -> bool | None:
         """Whether the charge ``charge_id`` is in the database; None if the database cannot be read."""
         try:
@@ -304,25 +331,39 @@ class ChargesApi:
         return problem(500, title, f"{what}, and nothing was charged. Retry with the same key: the retry "
                        "runs the charge again.")
 
-    def put_status(self, order_id: int, raw_body: bytes, if_match: str | None) -> tuple[int, dict[str, Any], str | None]:
-        """``PUT /orders/<id>/status``: set the status (no key needed), if ``If-Match`` allows; with the new ETag."""
-        return self.orders.write(order_id, parse_status(parse_json(raw_body, '{"status": "PAID"}')), if_match)
+    def put_status(self, client: str, order_id: int, raw_body: bytes,
+                   conditions: Preconditions) -> tuple[int, dict[str, Any], str | None]:
+        """``PUT /orders/<id>/status`` of ``client``'s order: set the status (no key needed), if the preconditions
+        hold; with the new ETag."""
+        status = parse_status(parse_json(raw_body, '{"status": "PAID"}'))
+        return self.orders.write(client, order_id, status, conditions)
 
-    def delete_status(self, order_id: int, if_match: str | None) -> tuple[int, dict[str, Any], str | None]:
-        """``DELETE /orders/<id>/status``: remove the status, if ``If-Match`` allows; 404, changing nothing, if it
-        has none (a repeat has the same effect, gone, and its answer says so)."""
-        return self.orders.write(order_id, None, if_match)
+    def delete_status(self, client: str, order_id: int,
+                      conditions: Preconditions) -> tuple[int, dict[str, Any], str | None]:
+        """``DELETE /orders/<id>/status`` of ``client``'s order: remove the status, if the preconditions hold; 404,
+        changing nothing, if it has none (a repeat has the same effect, gone, and its answer says so)."""
+        return self.orders.write(client, order_id, None, conditions)
 
-    def get_status(self, order_id: int) -> tuple[int, dict[str, Any], str | None]:
-        """``GET /orders/<id>/status``: the status and its ETag; 404 if it has none."""
-        status, version = self.orders.read(order_id)
+    def get_status(self, client: str, order_id: int,
+                   conditions: Preconditions) -> tuple[int, dict[str, Any], str | None]:
+        """``GET /orders/<id>/status`` of ``client``'s order: the status and its ETag; 404 if it has none.
+
+        A false ``If-Match`` is 412, a false ``If-None-Match`` 304 Not Modified: the
+        client's copy is current (RFC 9110, section 13.2.2).
+        """
+        status, version = self.orders.read(client, order_id)
         if status is None or version is None:
             raise Refused(404, "Not Found", f"Order {order_id} has no status.")
+        if not Preconditions(if_match=conditions.if_match).hold(version):
+            raise Refused(412, "Precondition Failed", f"{conditions.shown()} does not hold for the status's current "
+                          f"version ({etag(version)}).", headers={"ETag": etag(version)})
+        if not conditions.hold(version):
+            return 304, {}, etag(version)
         return 200, {"order_id": order_id, "status": status}, etag(version)
 
-    def order_status(self, order_id: int) -> str | None:
-        """The status stored for ``order_id``, or None."""
-        return self.orders.read(order_id)[0]
+    def order_status(self, client: str, order_id: int) -> str | None:
+        """The status stored for ``client``'s order ``order_id``, or None."""
+        return self.orders.read(client, order_id)[0]
 
     def stored_keys(self) -> list[tuple[str, str, int | None]]:
         """Every stored key as (client, key, status); the status is None while the key is in progress."""

@@ -21,8 +21,10 @@ are skipped (its "SHOULD ignore at least one empty line"). Each value loses its
 leading and trailing whitespace, SP and HTAB, which RFC 9110 (section 5.5) excludes
 from it.
 
-The limits are http.server's own: a request line over :data:`MAX_LINE` bytes gets 414,
-a field line over it or more than :data:`MAX_FIELDS` fields 431.
+The limits: a request line over :data:`MAX_LINE` bytes gets 414, and a field line over
+it, more than :data:`MAX_FIELDS` fields, or field lines of more than :data:`MAX_HEAD`
+bytes in all get 431 (RFC 6585, section 5), so that one request's head holds at most
+that much of the server's memory.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from io import BufferedReader
 
 MAX_LINE = 65536
 MAX_FIELDS = 100
+MAX_HEAD = 65536  # the field lines together: a charge's head is some 300 bytes
 TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 FIELD_CONTENT = frozenset({0x09, *range(0x20, 0x7F), *range(0x80, 0x100)})  # HTAB, SP, VCHAR, obs-text
 
@@ -61,7 +64,7 @@ def read_head(stream: BufferedReader, connection: socket.socket, deadline: float
         raise HeadError(414, f"The request line is longer than this server's {MAX_LINE} bytes.")
     if b"\r" in request_line.rstrip(b"\r\n"):
         raise HeadError(400, "The request line holds a bare CR, which RFC 9112 (section 2.2) makes invalid.")
-    fields = HTTPMessage()
+    fields, size = HTTPMessage(), 0
     while (line := _line(stream, connection, deadline)) not in (b"\r\n", b"\n"):
         if not line.endswith(b"\n"):
             if len(line) > MAX_LINE:
@@ -69,6 +72,8 @@ def read_head(stream: BufferedReader, connection: socket.socket, deadline: float
             raise _malformed("The connection ended inside the headers, before the empty line that ends them.")
         if len(fields) == MAX_FIELDS:
             raise HeadError(431, f"The request has more than this server's {MAX_FIELDS} header fields.")
+        if (size := size + len(line)) > MAX_HEAD:
+            raise HeadError(431, f"The header fields are longer than this server's {MAX_HEAD} bytes in all.")
         name, value = _field(line.removesuffix(b"\n").removesuffix(b"\r"), fields.keys()[-1:])
         fields[name] = value
     return request_line, fields

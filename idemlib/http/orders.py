@@ -6,7 +6,15 @@ harmless only while no newer request has come between: a delayed ``PUT`` of an o
 status overwrites a newer one. HTTP's own answer is a conditional request (RFC 9110,
 section 13): every state of the status has a version, sent as an ``ETag``; a client
 sends the version it based its change on in ``If-Match``, and a request whose
-version is no longer current is refused with 412 and changes nothing.
+version is no longer current is refused with 412 and changes nothing. The request
+that creates the status has no version to send: it sends ``If-None-Match: *``, which
+holds only while there is no current status (section 13.1.2), so a delayed retry of
+the creation is refused with 412 too, instead of overwriting what came after it.
+
+Each client has its orders of its own, as it has its keys: the status of order 5 is
+kept per client the bearer token authenticates, so another client's ``GET``,
+``PUT`` or ``DELETE`` of order 5 meets its own order 5 (none, until it sets one) and
+learns nothing about anyone else's.
 
 A ``DELETE`` keeps the row, with no status and the next version, so a status set
 again later never reuses a version an old request may still carry. A deleted status
@@ -17,6 +25,8 @@ has no representation, so no ``If-Match`` matches it, ``*`` included, and a seco
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from idemlib.http.keys import retry_conflicts
@@ -25,11 +35,42 @@ from idemlib.stores import DuckDBPayments, WriteConflict
 from idemlib.stores.sql import Cursor
 
 ORDERS_SCHEMA = """CREATE TABLE IF NOT EXISTS order_status (
-    order_id INTEGER PRIMARY KEY,
-    status   VARCHAR,           -- NULL once deleted
-    version  INTEGER NOT NULL   -- 1 for the first status, one more for every change
+    client_id VARCHAR NOT NULL,  -- whose order it is: every client has its own
+    order_id  INTEGER NOT NULL,
+    status    VARCHAR,           -- NULL once deleted
+    version   INTEGER NOT NULL,  -- 1 for the first status, one more for every change
+    PRIMARY KEY (client_id, order_id)
 )"""
 MAX_STATUS_LENGTH = 64
+
+
+@dataclass(frozen=True)
+class Preconditions:
+    """A request's ``If-Match`` and ``If-None-Match`` field values, each of its lines combined (None: not sent)."""
+
+    if_match: str | None = None
+    if_none_match: str | None = None
+
+    @classmethod
+    def of(cls, lines: Callable[[str], list[str]]) -> Preconditions:
+        """From the field lines ``lines(name)`` returns: a list field sent on several lines is one list
+        (RFC 9110, section 5.3), so its lines are joined with commas, in order."""
+        def combined(name: str) -> str | None:
+            return ", ".join(found) if (found := lines(name)) else None
+        return cls(combined("If-Match"), combined("If-None-Match"))
+
+    def hold(self, version: int | None) -> bool:
+        """Whether the request may change a status now at ``version`` (None: no current status), as RFC 9110
+        (section 13.2.2) evaluates them: ``If-Match`` first, then ``If-None-Match``."""
+        if self.if_match is not None and not _any_tag(self.if_match, version, weak=False):
+            return False
+        return self.if_none_match is None or not _any_tag(self.if_none_match, version, weak=True)
+
+    def shown(self) -> str:
+        """The preconditions as sent, for a refusal's detail."""
+        sent = [f"{name}: {value[:60]}" for name, value in (("If-Match", self.if_match),
+                                                            ("If-None-Match", self.if_none_match)) if value is not None]
+        return " and ".join(sent)
 
 
 def etag(version: int) -> str:
@@ -37,22 +78,22 @@ def etag(version: int) -> str:
     return f'"{version}"'
 
 
-def matches(if_match: str | None, version: int | None) -> bool:
-    """Whether ``If-Match`` lets a request change the status now at ``version`` (None: no current status).
+def _any_tag(value: str, version: int | None, *, weak: bool) -> bool:
+    """Whether a list of entity tags, or ``*``, matches the status now at ``version`` (None: no current status).
 
-    No header: always. ``*``: when there is a current status. Otherwise a list of
-    entity tags compared strongly (RFC 9110, section 13.1.1): a weak tag never matches.
+    ``*`` matches any current status. ``If-Match`` compares strongly, so a weak tag
+    never matches; ``If-None-Match`` compares weakly, ignoring ``W/`` (section 13.1.1 and 13.1.2).
     """
-    if if_match is None:
-        return True
-    tags = [tag.strip() for tag in if_match.split(",")]
+    tags = [tag.strip() for tag in value.split(",")]
+    if version is None:
+        return False
     if tags == ["*"]:
-        return version is not None
-    return version is not None and etag(version) in tags
+        return True
+    return etag(version) in (tag.removeprefix("W/") if weak else tag for tag in tags)
 
 
 class OrderStatuses:
-    """The status of each order, with a version per change, in the course's DuckDB database."""
+    """The status of each client's orders, with a version per change, in the course's DuckDB database."""
 
     def __init__(self, database: DuckDBPayments) -> None:
         self.database = database
@@ -61,28 +102,29 @@ class OrderStatuses:
         self._writing = threading.Lock()
         database.connect().execute(ORDERS_SCHEMA)
 
-    def read(self, order_id: int) -> tuple[str | None, int | None]:
-        """The order's status (None if none) and its version (None if it never had one)."""
-        rows = self.database.connect().execute("SELECT status, version FROM order_status WHERE order_id = ?",
-                                               (order_id,)).fetchall()
+    def read(self, client: str, order_id: int) -> tuple[str | None, int | None]:
+        """The client's order's status (None if none) and its version (None if it never had one)."""
+        rows = self.database.connect().execute("SELECT status, version FROM order_status WHERE client_id = ? "
+                                               "AND order_id = ?", (client, order_id)).fetchall()
         return (rows[0][0], rows[0][1]) if rows else (None, None)
 
-    def write(self, order_id: int, status: str | None, if_match: str | None) -> tuple[int, dict[str, Any], str | None]:
-        """Set (or, with None, remove) the status if ``If-Match`` allows: (HTTP status, body, ETag, None once
-        removed); 412 if ``If-Match`` does not match, 404 for removing a status that is not there."""
+    def write(self, client: str, order_id: int, status: str | None,
+              conditions: Preconditions) -> tuple[int, dict[str, Any], str | None]:
+        """Set (or, with None, remove) the status if the preconditions hold: (HTTP status, body, ETag, None once
+        removed); 412 if they do not, 404 for removing a status that is not there."""
         def change(cursor: Cursor) -> int:
-            rows = cursor.execute("SELECT status, version FROM order_status WHERE order_id = ?",
-                                  (order_id,)).fetchall()
+            rows = cursor.execute("SELECT status, version FROM order_status WHERE client_id = ? AND order_id = ?",
+                                  (client, order_id)).fetchall()
             version = rows[0][1] if rows else None
             current = version if rows and rows[0][0] is not None else None  # a removed status has no representation
             if status is None and current is None:  # a 404 whatever the preconditions say (RFC 9110, 13.2.1)
                 raise Refused(404, "Not Found", f"Order {order_id} has no status to delete; nothing was changed.")
-            if not matches(if_match, current):
-                raise Refused(412, "Precondition Failed", f"If-Match: {if_match[:60] if if_match else ''} is not the "
-                              f"status's current version ({etag(current) if current else 'it has none'}); nothing "
-                              "was changed.", headers={"ETag": etag(current)} if current else None)
-            cursor.execute("INSERT INTO order_status VALUES (?, ?, 1) ON CONFLICT (order_id) DO UPDATE "
-                           "SET status = excluded.status, version = version + 1", (order_id, status))
+            if not conditions.hold(current):
+                raise Refused(412, "Precondition Failed", f"{conditions.shown()} does not hold for the status's "
+                              f"current version ({etag(current) if current else 'it has none'}); nothing was "
+                              "changed.", headers={"ETag": etag(current)} if current else None)
+            cursor.execute("INSERT INTO order_status VALUES (?, ?, ?, 1) ON CONFLICT (client_id, order_id) DO UPDATE "
+                           "SET status = excluded.status, version = version + 1", (client, order_id, status))
             return (version or 0) + 1
 
         try:

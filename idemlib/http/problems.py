@@ -52,12 +52,16 @@ TYPES: dict[str, tuple[str, str]] = {
                                "before the colon, no obsolete line folding, no control characters."),
     "host-required": ("One Host field required", "An HTTP/1.1 request carries exactly one Host header field "
                       "(RFC 9112, section 3.2)."),
-    "bad-content-length": ("Bad Content-Length", "Content-Length is one decimal number of bytes."),
+    "bad-content-length": ("Bad Content-Length", "Content-Length is one decimal number of bytes, sent "
+                           "once or repeated, on one line or several."),
     "body-shorter-than-content-length": ("Body shorter than Content-Length", "The connection ended before the "
                                          "body Content-Length announced."),
     "transfer-encoding-not-supported": ("Transfer-Encoding not supported", "This server reads bodies framed by "
-                                        "Content-Length only."),
+                                        "Content-Length only; it does not parse the chunked transfer coding, which "
+                                        "RFC 9112 (section 6.1) asks a recipient to parse."),
     "body-is-not-json": ("Body is not JSON", "The body is a JSON document."),
+    "repeated-member-in-body": ("Repeated member in body", "Each member of a JSON object in the body is named once: "
+                                "parsers differ on which of two values with one name counts (RFC 8259, section 4)."),
     "body-is-not-a-json-object": ("Body is not a JSON object", "The body is a JSON object."),
     "body-nested-too-deeply": ("Body nested too deeply", "The body is a flat JSON object."),
     "invalid-field-order-id": ("Invalid field order_id", "order_id is a whole number from 1 to 2147483647."),

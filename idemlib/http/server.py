@@ -6,18 +6,23 @@ a method the server does not serve, a client too slow to send its request (one
 deadline for its head and body), and a failure inside the application, which is a 500 with problem
 details rather than a connection closed in silence.
 
-What RFC 9112 asks of a server is kept: every header line is checked as section 5
-says, and none is dropped or merged (:mod:`idemlib.http.head`); an HTTP/1.1 request
-without a ``Host`` field, or any request with two, is refused with 400 (section 3.2),
-and a target in absolute form (``POST http://host/charges``) is served like its path
-(3.2.2). The server answers as HTTP/1.0, one request per connection
-(``Connection: close``), so it keeps no connection open; it reads no chunked body,
-and a request with ``Transfer-Encoding`` gets 501. Every
+Much of what RFC 9112 asks of a server is kept: every header line is checked as
+section 5 says, and none is dropped or merged (:mod:`idemlib.http.head`); an HTTP/1.1
+request without a ``Host`` field, or any request with two, is refused with 400
+(section 3.2); a target in absolute form (``POST http://host/charges``) is served
+like its path (3.2.2); a ``Content-Length`` repeating one number, on one line or
+several, frames the body by it, and one with two numbers is refused (6.3). The server
+answers as HTTP/1.0, one request per connection (``Connection: close``), so it keeps
+no connection open. One departure: RFC 9112 (section 6.1) says a recipient "MUST be
+able to parse the chunked transfer coding", and this server reads no chunked body; a
+request with ``Transfer-Encoding`` gets 501, and must be sent with ``Content-Length``.
+Every
 request but a ``GET`` of ``/problems/<type>`` (the server's documentation of its
 problem types) is authenticated by its bearer token before its body is read.
 
 The resources: ``POST /charges``, ``GET /charges/<id>`` and
-``GET``/``PUT``/``DELETE /orders/<id>/status``.
+``GET``/``PUT``/``DELETE /orders/<id>/status``, each client's own (its charges and its
+orders), so another client's is a 404, as for one that does not exist.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from urllib.parse import urlsplit
 
 from idemlib.http.charges import ChargesApi, parse_order_id
 from idemlib.http.head import HeadError, read_head
+from idemlib.http.orders import Preconditions
 from idemlib.http.problems import PROBLEM_TYPE, RFC9110_PHRASES, TYPES_PATH, Refused, documentation, phrase, problem
 
 REPLAY_HEADER = "Idempotent-Replayed"
@@ -73,15 +79,16 @@ class _Handler(BaseHTTPRequestHandler):
         payload = (body if isinstance(body, str) else json.dumps(body)).encode()
         self.connection.settimeout(self.server.client_timeout)  # each write may wait this long, whatever the read left
         self.send_response(status)
-        self.send_header("Content-Type", "text/plain; charset=utf-8" if isinstance(body, str)
-                         else PROBLEM_TYPE if status >= 400 else "application/json")
-        self.send_header("Content-Length", str(len(payload)))
+        if status != 304:  # a 304 has no content, and no length but the 200's (RFC 9110, sections 15.4.5, 8.6)
+            self.send_header("Content-Type", "text/plain; charset=utf-8" if isinstance(body, str)
+                             else PROBLEM_TYPE if status >= 400 else "application/json")
+            self.send_header("Content-Length", str(len(payload)))
         if self.close_connection:
             self.send_header("Connection", "close")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command != "HEAD" and status != 304:
             self.wfile.write(payload)
 
     def _body(self) -> bytes:
@@ -90,10 +97,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise Refused(501, "Transfer-Encoding not supported",
                           "This server reads a body framed by Content-Length only. Send the body with Content-Length.",
                           close=True)
-        lengths = {value.strip() for value in self.headers.get_all("Content-Length", [])}
-        if not lengths:
+        # Content-Length on two lines is one list (RFC 9110, section 5.3), as on one line with commas: a list of one
+        # number repeated frames the body by it, whichever way it came (RFC 9112, section 6.3); different ones, nothing.
+        lines = self.headers.get_all("Content-Length", [])
+        lengths = {value.strip() for value in ", ".join(lines).split(",")}
+        if not lines:
             return b""
-        length = next(iter(lengths)) if len(lengths) == 1 else ""  # two different lengths frame nothing
+        length = next(iter(lengths)) if len(lengths) == 1 else ""
         if not (length.isascii() and length.isdigit()) or len(length) > 12:
             raise Refused(400, "Bad Content-Length", f"Content-Length must be one number of bytes, such as 33; got "
                           f"{', '.join(sorted(lengths))[:40]!r}.", close=True)
@@ -227,13 +237,13 @@ class _Handler(BaseHTTPRequestHandler):
             return status, body, {"Location": f"/charges/{body['id']}"} if status == 201 else {}, replayed
         if resource == "charge":
             return 200, api.charge(client, name), {}, False
-        if_match = self.headers.get("If-Match")
+        conditions = Preconditions.of(lambda name: self.headers.get_all(name, []))
         if self.command in ("GET", "HEAD"):
-            status, body, tag = api.get_status(order_id)
+            status, body, tag = api.get_status(client, order_id, conditions)
         elif self.command == "PUT":
-            status, body, tag = api.put_status(order_id, self._body(), if_match)
+            status, body, tag = api.put_status(client, order_id, self._body(), conditions)
         else:
-            status, body, tag = api.delete_status(order_id, if_match)
+            status, body, tag = api.delete_status(client, order_id, conditions)
         return status, body, {"ETag": tag} if tag else {}, False
 
     def _handle(self) -> None:
