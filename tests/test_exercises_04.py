@@ -16,7 +16,6 @@ from urllib.parse import quote
 from uuid import NAMESPACE_URL, uuid5
 
 import pytest
-
 from exercise_bank import Bank, Wrong, bank_tests
 
 

@@ -8,7 +8,7 @@ import itertools
 import random
 import reprlib
 import string
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from idemlib.course.exercises.digest_width import key_space_bits, min_digest_bits, too_short
