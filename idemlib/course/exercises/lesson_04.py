@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import random
 import string
@@ -204,10 +205,9 @@ def _judged(seed: int) -> tuple[tuple[Call, ...], list[list[tuple[Call, ...]]], 
     some of the busy pair's long IDs, so a key that goes wrong only for some kind of ID shows there."""
     calls = provider_calls(seed=seed)
     pairs = telling_pairs(calls)
-    place = {call: at for at, call in enumerate(calls)}
     busy = tuple(at for at, (consumer, message_id, call) in enumerate(calls)
                  if (consumer, call) == BUSY and len(message_id) == LONGEST)
-    rare = {place[call] for rule in pairs for pair in rule[:2] + rule[-2:] for call in pair}
+    rare = {bisect.bisect_left(calls, call) for rule in pairs for pair in rule[:2] + rule[-2:] for call in pair}  # sorted
     return calls, pairs, tuple(sorted({*range(0, len(calls), 500), *rare, *busy[::200]})), busy
 
 
