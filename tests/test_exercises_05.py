@@ -375,12 +375,13 @@ def test_no_source_ends_with_another_so_an_id_first_join_reads_one_way_here():
 
 
 def test_the_narrowest_digest_is_argued_from_the_odds_over_the_exercises_events():
-    from idemlib.course.exercises.lesson_05 import EVENTS, MIN_DIGEST_BITS, _key_space_bits, _odds_of_a_collision
+    from idemlib.course.exercises.digest_width import key_space_bits, odds_of_a_collision
+    from idemlib.course.exercises.lesson_05 import EVENTS, MIN_DIGEST_BITS
 
     assert EVENTS == 300_000 and MIN_DIGEST_BITS == 56
-    assert _odds_of_a_collision(MIN_DIGEST_BITS) < 1e-6 < _odds_of_a_collision(MIN_DIGEST_BITS - 1)
-    assert round(_odds_of_a_collision(36), 2) == 0.48 and round(_odds_of_a_collision(40), 2) == 0.04
+    assert odds_of_a_collision(MIN_DIGEST_BITS, EVENTS) < 1e-6 < odds_of_a_collision(MIN_DIGEST_BITS - 1, EVENTS)
+    assert round(odds_of_a_collision(36, EVENTS), 2) == 0.48 and round(odds_of_a_collision(40, EVENTS), 2) == 0.04
     digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(2_000)]
-    assert [round(_key_space_bits(d[:width] for d in digests)) for width in (9, 14, 64)] == [36, 56, 256]
+    assert [round(key_space_bits(d[:width] for d in digests)) for width in (9, 14, 64)] == [36, 56, 256]
     uuids = [str(uuid.uuid5(PAYMENTS, str(n))) for n in range(2_000)]
-    assert round(_key_space_bits(uuids)) == 122
+    assert round(key_space_bits(uuids)) == 122

@@ -5,13 +5,13 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
-import math
 import random
 import reprlib
 import string
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from idemlib.course.exercises.digest_width import key_space_bits, min_digest_bits, too_short
 from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.messages import LONGEST_ID, id_fault
@@ -41,8 +41,7 @@ SHOP_EVENTS = sum(len(shops) * (TILLS * RECEIPTS + KIOSKS * KIOSK_EVENTS) for sh
 EVENTS = sum(COUNTERS.values()) + LEGACY_EVENTS + SHOP_EVENTS + len(GATEWAY_SOURCES) * GATEWAY_EVENTS
 # A digest gives two events one key by chance. Among the EVENTS, the chance that any two share a b-bit digest is
 # about 1 - exp(-pairs / 2**b); the check asks for the width that keeps it below one in a million: 56 bits.
-COLLISION_ODDS = 1e-6
-MIN_DIGEST_BITS = math.ceil(math.log2(EVENTS * (EVENTS - 1) / 2 / COLLISION_ODDS))
+MIN_DIGEST_BITS = min_digest_bits(EVENTS)
 _BASE62 = string.digits + string.ascii_letters
 # Extra copies, by why they exist: a share of the events gets one of each kind.
 COPIES = {"producer retry": 0.06, "relay republish": 0.04, "replay": 0.03, "redelivery": 0.08}
@@ -168,23 +167,6 @@ _shown = reprlib.Repr()
 _shown.maxstring, _shown.maxother, _shown.maxdict = 70, 70, 12  # a hint names a record without a screenful of it
 
 
-def _key_space_bits(keys: Iterable[str]) -> float:
-    """How many bits of difference ``keys`` can hold at most, read off the keys: log2 of how many strings have one of
-    their lengths and, at each place, one of the characters seen there. A digest written out (hex, base64, decimal)
-    of b bits comes out at b; it can never come out at less than the keys really tell apart."""
-    places_by_length: dict[int, list[set[str]]] = {}
-    for key in keys:
-        places = places_by_length.setdefault(len(key), [set() for _ in key])
-        for place, char in zip(places, key):
-            place.add(char)
-    return math.log2(sum(math.prod(len(place) for place in places) for places in places_by_length.values()))
-
-
-def _odds_of_a_collision(bits: float) -> float:
-    """The chance that two of the exercise's EVENTS get one key from a digest of ``bits`` bits (the birthday bound)."""
-    return -math.expm1(-EVENTS * (EVENTS - 1) / 2 / 2**bits)
-
-
 def _kept_whole(key: str, event: Event) -> bool:
     """Whether ``key`` holds some of ``event``'s own text (its source, or its id's first characters): no digest."""
     return any(len(piece) >= 3 and piece in key for piece in (event[0], event[1][:4]))
@@ -192,16 +174,14 @@ def _kept_whole(key: str, event: Event) -> bool:
 
 def _too_short(bits: float) -> str:
     """What a hint says of a digest of ``bits`` bits: the odds it gives this traffic, and the width the check asks."""
-    odds = _odds_of_a_collision(bits)
-    shown = f"{odds:.0%}" if odds >= 0.01 else f"1 in {round(1 / odds):,}"
-    return (f"Its IDs hold about {bits:.0f} bits: among {EVENTS:,} events, the odds that two share one are {shown}. "
-            f"Below one in a million takes a digest of at least {MIN_DIGEST_BITS} bits.")
+    return too_short(bits, EVENTS, "Its IDs", "events")
 
 
 def _what_collided(first: Event, second: Event, key: str, width: Callable[[], float]) -> tuple[int, str]:
     """Why two different events got one ID, ``key``: its rank (the most telling first) and a hint's words.
 
-    ``width`` gives the bits the answer's keys hold (:func:`_key_space_bits`), for a hint on a digest cut short."""
+    ``width`` gives the bits the answer's keys hold (:func:`.digest_width.key_space_bits`), for a hint on a digest cut
+    short."""
     one, other = first[:2], second[:2]
     both = f"Two different events, {_shown.repr(one[1])} from {_shown.repr(one[0])} and {_shown.repr(other[1])} from " \
            f"{_shown.repr(other[0])}, got the same ID"
@@ -324,7 +304,7 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
     owner: dict[str, Event] = {}  # the ID the inbox has seen, and the first event that had it
     collided: list[tuple[int, str]] = []
     missed: dict[str, int] = {}
-    width = functools.cache(lambda: _key_space_bits(first_ids))  # of the keys up to the first digest collision
+    width = functools.cache(lambda: key_space_bits(first_ids))  # of the keys up to the first digest collision
     start = 0
     for event, why_copied in zip(named, whys):
         first_id, end = every_id[start], start + 1 + len(why_copied)
@@ -346,7 +326,7 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
         return hint(f"Copies of one event got different IDs ({which}), so the inbox took each for a new payment and "
                     "charged again. Which fields are the same on every copy, however and whenever it was copied?")
     # The gateway's events, too long to keep whole, are where an answer must digest: its width shows there.
-    if (bits := _key_space_bits(key for key, event in zip(first_ids, named)
+    if (bits := key_space_bits(key for key, event in zip(first_ids, named)
                                 if len(event[0]) + len(event[1]) > LONGEST_ID)) < MIN_DIGEST_BITS:
         return hint(f"No two events collided here, by luck: it digests the partner gateway's long sources and IDs "
                     f"into too few values. {_too_short(bits)}")
