@@ -255,3 +255,20 @@ def test_lesson_06_shows_no_seed_in_any_output(executed_lesson):
                                                    for kind in ("text/plain", "text/html", "text/markdown"))
              for cell in lesson.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
     assert [text for text in texts if "seed" in text.lower()] == []
+
+
+def test_claim_first_loses_the_charge_when_the_claims_holder_dies_and_the_second_consumer_acks_on_finding_it():
+    from idemlib.explore import places_to_remember, two_consumers_at_once
+    from idemlib.faults import Crash, FaultPlan
+    from idemlib.stores.cache import MemoryCache
+
+    a_dies = FaultPlan(crashes=[Crash(before="charge", delivery=1)])
+    rows = two_consumers_at_once(places_to_remember(MemoryCache()), faults=a_dies).set_index("setup")
+    outcomes = rows["two consumers at once"]
+    assert outcomes["cache, claim first"] == "charge lost"
+    assert rows.loc["cache, claim first", "interleaving"].endswith("B:claim id → A:begin → B:ack")
+    assert outcomes["key-value, put then write"] == "charge lost"
+    for committed_with_the_work in ("same-database table", "business row", "key-value, TransactWriteItems"):
+        assert outcomes[committed_with_the_work] == "charged once", committed_with_the_work
+    lucky = two_consumers_at_once(places_to_remember(MemoryCache())).set_index("setup")["two consumers at once"]
+    assert lucky["cache, claim first"] == "charged once"  # only because the scripted A finishes
