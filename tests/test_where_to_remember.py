@@ -10,8 +10,17 @@ from idemlib.handlers import BusinessRowHandler, CacheGuardHandler, IdFirstHandl
 from idemlib.messages import Message
 from idemlib.sim import simulate
 from idemlib.stores import DuckDBPayments, IdReused
-from idemlib.stores.keyvalue import (DEAD_LETTER, DEAD_LETTER_CODES, DONE, REPLY_LOST, RETRY, RETRY_CODES, KeyValuePayments,
-                                     KeyValueTable, TransactionCanceled)
+from idemlib.stores.keyvalue import (
+    DEAD_LETTER,
+    DEAD_LETTER_CODES,
+    DONE,
+    REPLY_LOST,
+    RETRY,
+    RETRY_CODES,
+    KeyValuePayments,
+    KeyValueTable,
+    TransactionCanceled,
+)
 
 
 def outcomes(setup):

@@ -19,8 +19,16 @@ import pandas as pd
 from idemlib.handlers import Context, InboxHandler, Steps
 from idemlib.messages import Message, parse_charge
 from idemlib.sim import RunResult, simulate
-from idemlib.stores.keyvalue import (DEAD_LETTER, DONE, REPLY_LOST, RETRY, KeyValuePayments, KeyValueSession,
-                                     KeyValueTable, TransactionCanceled)
+from idemlib.stores.keyvalue import (
+    DEAD_LETTER,
+    DONE,
+    REPLY_LOST,
+    RETRY,
+    KeyValuePayments,
+    KeyValueSession,
+    KeyValueTable,
+    TransactionCanceled,
+)
 from idemlib.stores.sql import PaymentsSession
 
 CAUSES = {"its first attempt committed, the reply was lost": REPLY_LOST,
