@@ -191,6 +191,7 @@ def interleavings(
     *,
     tally: Tally | None = None,
     max_deliveries: int = 5,
+    faults: FaultPlan | None = None,
 ) -> pd.DataFrame:
     """Run every order in which two consumers holding the same messages can take their steps.
 
@@ -206,7 +207,7 @@ def interleavings(
     :func:`charges_and_conflicts` under the name ``effect`` (charges; accounts, for the loan
     service); the batched inbox counts its messages' outcomes instead. ``handler`` may be a
     factory instead: each schedule then gets a new handler, for a handler with a memory that
-    ``database.empty()`` does not reach (a cache's claims).
+    ``database.empty()`` does not reach (a cache's claims). ``faults`` crash a consumer at a step (A's is delivery 1).
     """
     fresh = (lambda: handler) if isinstance(handler, Handler) else handler
     database = database or DuckDBPayments()
@@ -222,7 +223,7 @@ def interleavings(
         payments = provider() if provider else None
         played = fresh()
         engine, taken = play_schedule(played, played.sessions(database), batch, schedule, provider=payments,
-                                      max_deliveries=max_deliveries)
+                                      max_deliveries=max_deliveries, faults=faults)
         seen.setdefault(taken, tally(engine, batch, database, payments))
     return pd.DataFrame([{"interleaving": " → ".join(taken), **row} for taken, row in seen.items()])
 
@@ -264,7 +265,8 @@ def every_schedule(steps: int) -> Iterator[str]:
 
 
 def play_schedule(handler: Handler, sessions: Callable[[], Any], messages: Sequence[Message], schedule: str, *,
-                  provider: PaymentProvider | None = None, max_deliveries: int = 5) -> tuple[Engine, tuple[str, ...]]:
+                  provider: PaymentProvider | None = None, max_deliveries: int = 5,
+                  faults: FaultPlan | None = None) -> tuple[Engine, tuple[str, ...]]:
     """Two consumers holding the same messages at once, moving as ``schedule`` says: the one interleaving explorer.
 
     Consumer A takes a delivery (a batch, for a batch consumer); its lease runs out
@@ -274,7 +276,7 @@ def play_schedule(handler: Handler, sessions: Callable[[], Any], messages: Seque
     """
     script = Script("AB", schedule)
     engine = Engine(handler, sessions, provider=provider, policy=script, max_deliveries=max_deliveries,
-                    step_seconds=lambda step, now: 0.0)
+                    step_seconds=lambda step, now: 0.0, faults=faults)
     engine.add_consumers(2, ready_at=(0.0, engine.broker.visibility_timeout))
     engine.publish(messages)
     engine.run()
@@ -309,14 +311,16 @@ def places_to_remember(cache: Cache) -> dict[str, Callable[[], tuple[Handler, Pa
     }
 
 def two_consumers_at_once(setups: dict[str, Callable[[], tuple[Handler, PaymentsDatabase]]],
-                          message: Message = RUNNING_EXAMPLE) -> pd.DataFrame:
+                          message: Message = RUNNING_EXAMPLE, faults: FaultPlan | None = None) -> pd.DataFrame:
     """Each setup with two consumers holding ``message`` at once: each takes its first step (a check or a claim)
-    before either goes on, then A finishes, then B. One row per setup: the interleaving and its outcome."""
+    before either goes on, then A finishes (unless ``faults`` crash it), then B. One row per setup: the
+    interleaving and its outcome."""
     rows = []
     for label, setup in setups.items():
         handler, database = setup()
         later = len(handler.steps) - 1
-        played = interleavings(handler, message, database=database, schedules=["AB" + "A" * later + "B" * later])
+        played = interleavings(handler, message, database=database, schedules=["AB" + "A" * later + "B" * later],
+                               faults=faults)
         rows.append((label, *played.iloc[0][["interleaving", "outcome"]]))
     return pd.DataFrame(rows, columns=["setup", "interleaving", "two consumers at once"])
 

