@@ -247,6 +247,9 @@ def call_check(check: dict[str, Any], values: list[Any], sandbox: Sandbox, seed:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     job = json.loads(sys.stdin.buffer.read())
+    from idemlib.course.exercises import feedback
+
+    feedback.GRADERS_PROXY.append(AnswerFunction)  # the checks call a hand-in's function through this class only
     closed_databases()
     for check in job["checks"]:  # before the first answer arrives, not in its time (a package imports on first use)
         getattr(importlib.import_module(check["module"]), check["name"], None)

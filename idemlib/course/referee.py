@@ -231,10 +231,11 @@ RESTART: list[types.ModuleType] = []  # the real runner, bound before the stand-
 
 def _restarted(function: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """What ``function`` returns in a fresh process on another machine
-    (:func:`~idemlib.course.exercises.restart.in_fresh_process`)."""
+    (:func:`~idemlib.course.exercises.restart.restarted`: rebuilt from the hand-in's text, never by a method the
+    answer's object carries)."""
     [restart] = RESTART
     machine = restart.Machine(*kwargs["machine"])
-    return restart.in_fresh_process(function, [tuple(item) for item in args], machine, int(kwargs["seed"]))
+    return restart.restarted(function, [tuple(item) for item in args], machine, int(kwargs["seed"]))
 
 
 def install_stand_ins(stand_ins: dict[str, dict[str, Any]]) -> None:
