@@ -53,6 +53,7 @@ class Referee:
         self.report, self.to_judge, self.from_judge = report, to_judge, Lines(from_judge)
         self.cell_seconds, self.stop_others = cell_seconds, stop_others
         self.functions: list[Any] = []
+        self.calling = 0  # the call of a batch (the judge's call_each) that is running
         self.watch = threading.Condition()
         self.step: tuple[float, str] | None = None  # (deadline, what) of the step running now
         threading.Thread(target=self._watchdog, daemon=True).start()
@@ -151,7 +152,7 @@ class Referee:
                                           lambda: dump(_restarted(function, args, kwargs)))  # noqa: B023 - run now
             elif mode == "each":  # a batch of calls, one trip: the check's call_each
                 how, value = self.bounded("the answer's function", self.cell_seconds,
-                                          lambda: dump([function(*one) for one in args], self._keep))  # noqa: B023
+                                          lambda: dump(self.each(function, args), self._keep))  # noqa: B023
             else:
                 how, value = self.bounded("the answer's function", self.cell_seconds,
                                           lambda: dump(function(*args, **kwargs), self._keep))  # noqa: B023
@@ -162,11 +163,22 @@ class Referee:
             else:
                 name, _, text = value.partition(": ")
                 reply = {"raised": [name, text]}
+            if mode == "each" and how != "ok":
+                reply["at"] = self.calling  # which call of the batch raised or ran over, for the check's hint
             try:
                 line = encode(reply)
             except TooLarge as error:
                 line = encode({"raised": ["ValueError", str(error)]})
             write_all(self.to_judge, line)
+
+    def each(self, function: Any, calls: list[Any]) -> list[Any]:
+        """``function`` called on each of ``calls``; :attr:`calling` is the number of the one running."""
+        results = []
+        for number, one in enumerate(calls):
+            self.calling = number
+            results.append(function(*one))
+        self.calling = -1  # every call returned: a failure after this (its values cannot be carried) is no call's
+        return results
 
     def stop_the_rest(self, exercise: str) -> None:
         """Stop the processes an answer left running (only this sandbox's: its own user or process namespace)."""

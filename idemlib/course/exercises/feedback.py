@@ -160,7 +160,7 @@ def call_each(function: Any, arguments: Sequence[tuple[Any, ...]]) -> list[Any]:
             try:
                 results.append(function(*args))
             except Exception as error:
-                _blame(error, args)
+                blame(error, args)
                 raise
     return results
 
@@ -174,7 +174,8 @@ def failed_call(error: BaseException) -> tuple[Any, ...] | None:
 _CALL = "_idemlib_failed_call"
 
 
-def _blame(error: BaseException, args: tuple[Any, ...]) -> None:
+def blame(error: BaseException, args: tuple[Any, ...]) -> None:
+    """Mark ``error`` as raised by the call with ``args`` (for :func:`failed_call`)."""
     try:
         error.__dict__.setdefault(_CALL, tuple(args))  # the innermost call_each names it first
     except Exception:  # noqa: BLE001 - an answer's exception class may refuse attributes: then no call is named
