@@ -93,6 +93,9 @@ class Referee:
 
     def cell(self, source: str) -> tuple[str, str]:
         def run() -> str:
+            history = self.shell.user_ns.get("_ih")
+            if isinstance(history, list):  # the cells' text, as a kernel keeps it: the restart rebuilds an answer's
+                history.append(self.shell.transform_cell(source))  # globals from it (none was kept: no history)
             outcome = self.shell.run_cell(source, store_history=False, silent=True)
             if "matplotlib.pyplot" in sys.modules:  # figures are drawn for a reader; nobody reads them here
                 sys.modules["matplotlib.pyplot"].close("all")
