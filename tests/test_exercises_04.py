@@ -272,7 +272,7 @@ def with_an_annotation(consumer: str, message_id: str, call: str) -> Key:
     return f"{consumer}:{message_id}:{call}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - the learner's form: a decorator called with arguments
 def cached_key(consumer, message_id, call):
     return f"{consumer}:{message_id}:{call}"  # a decorated def, rebuilt with its decorator
 
@@ -429,7 +429,6 @@ def test_the_day_of_calls_holds_the_pairs_production_meets_and_differs_by_seed()
 
 def test_a_raising_answer_is_told_which_call_raised_and_no_advice_about_its_arguments():
     from idemlib.course.exercises import check_key_function
-
     from idemlib.course.exercises.lesson_04 import provider_calls
 
     said = check_key_function(no_colons_please).message

@@ -123,7 +123,8 @@ def test_an_answers_own_in_fresh_process_method_is_never_called(more, monkeypatc
 
 
 def test_a_crash_of_the_fresh_process_is_said_as_a_crash_not_as_a_warning_printed_before_it(notebook):
-    cell = "import os, signal, warnings\ndef crashes(record):\n    warnings.warn('noise')\n    os.kill(os.getpid(), signal.SIGSEGV)"
+    cell = ("import os, signal, warnings\ndef crashes(record):\n    warnings.warn('noise')\n"
+            "    os.kill(os.getpid(), signal.SIGSEGV)")
     linecache.cache["<crash>"] = (len(cell), None, cell.splitlines(keepends=True), "<crash>")
     notebook["_ih"].append(cell)
     exec(compile(cell, "<crash>", "exec"), notebook)  # noqa: S102 - the test's own cell
