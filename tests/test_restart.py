@@ -70,6 +70,8 @@ MORE_CELLS = [
     "def with_the_lessons_helper(record):\n    return key_of_call(record['id'], 'charge')",
     "import datetime\nfrom datetime import datetime as clock",
     "def stamped(record):\n    return record['id'] + clock.now().strftime('%Y-%m-%d')",
+    "STARTED_ON = datetime.date.today()\ndef with_the_start_up_day(record):\n    return record['id'] + str(STARTED_ON)",
+    "def imports_inside(record):\n    from idemlib.provider import key_of_call as joined\n    return joined(record['id'], 'x')",
     "SEPARATOR = ':'\nKey = str",
     "def with_a_default(record, sep=SEPARATOR) -> Key:\n    return sep.join((record['id'], 'x'))",
     "import functools\n@functools.lru_cache(maxsize=None)\ndef cached(record_id):\n    return record_id + '!'",
@@ -97,10 +99,15 @@ def test_an_answer_that_imports_pandas_through_the_lessons_helper_runs_again(mor
         "m-7f3:charge"]
 
 
-def test_a_clock_imported_by_name_still_reads_the_other_machines_time(more):
-    # `from datetime import datetime` runs before the swap now, so the program's name for it is swapped too.
-    [there] = in_fresh_process(more["stamped"], [({"id": "a"},)], OTHER_MACHINES[2], 1)
-    assert there != more["stamped"]({"id": "a"})
+def test_a_clock_imported_by_name_or_read_at_start_up_still_reads_the_other_machines_time(more):
+    # The dates are swapped after the modules load and before the cells' statements run, as they were before.
+    for name in ("stamped", "with_the_start_up_day"):
+        [there] = in_fresh_process(more[name], [({"id": "a"},)], OTHER_MACHINES[2], 1)
+        assert there != more[name]({"id": "a"}), name
+
+
+def test_pandas_imported_inside_the_function_loads_before_the_dates_are_swapped(more):
+    assert in_fresh_process(more["imports_inside"], [({"id": "a"},)], OTHER_MACHINES[0], 1) == ["a:x"]
 
 
 def test_names_read_by_a_defs_defaults_and_annotations_are_carried(more):

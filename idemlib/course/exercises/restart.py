@@ -71,9 +71,9 @@ def _open_here(file, *args, **kwargs):
 _builtins.open = _io.open = _open_here
 '''
 
-# Put in after the learner's definitions have run, so their imports (pandas, idemlib) load against the real
-# classes: a C extension that checks datetime's size at import crashes on a subclass. The definitions' own
-# names for the classes (``from datetime import datetime``) are pointed at the other machine's clock too.
+# Put in after the modules the learner's code imports are loaded (see :func:`_imports_in`) and before the learner's
+# statements run: a C extension that checks datetime's size as it loads (pandas, which idemlib.provider needs)
+# crashes on a subclass, while a start-up date (``STARTED = date.today()``) must still read the other machine's clock.
 _OTHER_MACHINES_DATES = '''
 import datetime as _dt, time as _time
 class _Date(_dt.date):
@@ -90,12 +90,35 @@ class _DateTime(_dt.datetime):
     @classmethod
     def utcnow(cls):
         return cls.fromtimestamp(_time.time(), _dt.timezone.utc).replace(tzinfo=None)
-_other = {_dt.date: _Date, _dt.datetime: _DateTime}
-for _name, _value in list(globals().items()):
-    if isinstance(_value, type) and _value in _other:
-        globals()[_name] = _other[_value]
 _dt.date, _dt.datetime = _Date, _DateTime
 '''
+
+# Loads each module the learner's code imports anywhere (at the top of a cell or inside a function), before the
+# dates are swapped; one that fails to load here fails again where the learner's code imports it, and says why.
+_LOADED_FIRST = '''
+import importlib as _importlib
+for _module in {modules!r}:
+    try:
+        _importlib.import_module(_module)
+    except Exception:
+        pass
+'''
+
+
+def _imports_in(texts: Iterable[str]) -> list[str]:
+    """The absolute modules the statements ``texts`` import, wherever in them (a function's body included)."""
+    modules: dict[str, None] = {}
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules.update((alias.name, None) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules[node.module] = None
+    return list(modules)
 
 
 def _source_of(function: Any, name: str = "function_from_lambda") -> str:
@@ -287,8 +310,9 @@ def restarted(function: Any, arguments: Sequence[Sequence[Any]], machine: Machin
     """:func:`in_fresh_process` for a function of this process: always rebuilt from the program's text and run in
     a process of its own, whatever the function's object carries."""
     name, definition = _rebuilt(function)
-    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host), *definition,
-                         _OTHER_MACHINES_DATES, "import collections.abc, json, sys",
+    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host),
+                         _LOADED_FIRST.format(modules=_imports_in(definition)), _OTHER_MACHINES_DATES, *definition,
+                         "import collections.abc, json, sys",
                          # an iterator's text holds none of its items: read it out, as a caller looping over it would
                          "def _text(made): return str(list(made) if isinstance(made, collections.abc.Iterator) else made)",
                          f"print(json.dumps([_text({name}(*args)) for args in json.loads(sys.stdin.read())]))"])
