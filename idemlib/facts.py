@@ -97,6 +97,7 @@ def fact_seconds(name: str) -> float:
     return float(row["value"]) * SECONDS_PER[row["unit"]]
 
 
+@cache  # the table is read once (load_facts); a helper such as provider.key_of_call asks for a number per call
 def fact_number(name: str) -> int:
     """A fact that is a whole number, such as an HTTP status (``fact_number("ietf_draft06_in_progress_status")`` gives 409)."""
     return int(load_facts().loc[name]["value"])

@@ -8,7 +8,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from idemlib.course.exercises.feedback import Feedback, blank, exercise, hint, right
+from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
+from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 
 LOST, REDELIVERED = "lost", "redelivered"  # named options, as a lesson prints them
 
@@ -56,13 +57,16 @@ def check_message_key(key: Any, *, seed: int | None = None) -> Feedback:
     if not callable(key):
         return hint("Answer with a function that takes a message and returns its key.")
     messages = _messages(seed)
-    try:
-        keys = [key(message) for message in messages]
-        again = [key({**message, "attempt": message["attempt"] + 1}) for message in messages]
+    try:  # through the course's call_each and in_fresh_process, as lessons 04 and 05 call an answer's function
+        keys = call_each(key, [(message,) for message in messages])
+        again = call_each(key, [({**message, "attempt": message["attempt"] + 1},) for message in messages])
+        restarted = in_fresh_process(key, [(message,) for message in messages[:20]], OTHER_MACHINES[0], 1)
     except Exception as error:  # noqa: BLE001 - the learner's code failing is a hint
         return hint(f"Your function raised {type(error).__name__}: {error}")
     if keys != again:
         return hint("A redelivery (a higher attempt) got another key: a key must not depend on the attempt.")
+    if restarted != [str(one) for one in keys[:20]]:
+        return hint("A restarted consumer got other keys: a key must not depend on the process's memory.")
     if len(set(map(repr, keys))) < len({m["id"] for m in messages}):
         return hint("Two different messages got one key: the amount is not what tells messages apart.")
     return right("the message's ID is the same in every copy and different between messages.")

@@ -18,6 +18,8 @@ from uuid import NAMESPACE_URL, uuid5
 import pytest
 from exercise_bank import Bank, Wrong, bank_tests
 
+from idemlib.provider import key_of_call
+
 
 def joined(consumer, message_id, call):
     return f"{consumer}:{message_id}:{call}"  # the lesson's m-7f3:charge with the consumer's name in front
@@ -334,13 +336,74 @@ def monotonic_day(consumer, message_id, call):
     return f"{consumer}:{message_id}:{call}:{int(time.monotonic() // 86400)}"  # the machine's uptime in days
 
 
+def with_the_lessons_helper(consumer, message_id, call):
+    return f"{consumer}:{key_of_call(message_id, call)}"  # idemlib.provider imports pandas in the fresh process
+
+
+SEPARATOR = ":"
+Key = str
+
+
+def with_a_default_separator(consumer, message_id, call, sep=SEPARATOR):
+    return sep.join((consumer, message_id, call))  # SEPARATOR is read by the def line, not the body
+
+
+def with_an_annotation(consumer: str, message_id: str, call: str) -> Key:
+    return f"{consumer}:{message_id}:{call}"
+
+
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - the learner's form: a decorator called with arguments
+def cached_key(consumer, message_id, call):
+    return f"{consumer}:{message_id}:{call}"  # a decorated def, rebuilt with its decorator
+
+
+class Joiner:
+    def __init__(self, separator):
+        self.separator = separator
+
+    def key(self, consumer, message_id, call):
+        return self.separator.join((consumer, message_id, call))
+
+
+joiner = Joiner(":")
+bound_method = joiner.key  # a bound method of a class written here
+
+
+class Replayed:
+    """A key remembered per call, with methods named like the grader's own: they answered the check's batched
+    calls and its restart from this object's memory, so a fresh UUID per call passed as a key a restart rebuilds."""
+
+    def __init__(self):
+        self.memo = {}
+
+    def __call__(self, consumer, message_id, call):
+        return self.memo.setdefault((consumer, message_id, call), str(uuid.uuid4()))
+
+    def call_each(self, arguments):
+        return [self(*args) for args in arguments]
+
+    def in_fresh_process(self, arguments, machine, seed):
+        return [self(*args) for args in arguments]
+
+
+replayed = Replayed()
+
+
+def no_colons_please(consumer, message_id, call):
+    if ":" in message_id:  # fine on the first call, raises on a later one
+        raise ValueError("no colons please")
+    return f"{consumer}|{message_id}|{call}"
+
+
 BANKS = {
     "check_key_function": Bank(
         right=[(joined,), (call_first,), (digest_of_all,), (lambda c, m, x: f"{c}:{m}:{x}",), (with_a_helper,),
                (namespaced_uuid5,), (uuid5_from_a_module_constant,), (made_by_a_factory,), (partial_key,),
                (formatted,), ("{}/{}/{}".format,), (key_object,), (length_prefixed,), (colons_doubled,), (url_quoted,),
                (as_json,), (message_first,), (dotted,), (spaced_pipes,), ("{}_{}_{}".format,),
-               (sha_56_bits,), (long_ids_sha256,), (long_ids_sha256_marked,)],
+               (sha_56_bits,), (long_ids_sha256,), (long_ids_sha256_marked,),
+               (with_the_lessons_helper,), (with_a_default_separator,), (with_an_annotation,), (cached_key,),
+               (bound_method,)],
         wrong=[
             Wrong((no_consumer,), "besides the message"),
             Wrong((no_separator,), "nothing between"),
@@ -396,6 +459,8 @@ BANKS = {
             Wrong((id_glued_to_the_call,), "nothing between"),
             Wrong((digest_of_the_id_glued_to_the_call,), "nothing between"),
             Wrong((default_call_left_out,), "default one too"),
+            Wrong((replayed,), "starts empty"),
+            Wrong((no_colons_please,), "ValueError: no colons please"),
         ],
     ),
 }
@@ -490,3 +555,30 @@ def test_the_day_judges_a_digest_by_its_width_and_a_cut_by_the_long_ids_that_dif
         assert any(one[1][cut] == other[1][cut] for one, other in cuts)
     middle = [(one, other) for one, other in cuts if len(one[1]) == LONGEST]
     assert any(one[1][:20] + one[1][-20:] == other[1][:20] + other[1][-20:] for one, other in middle)
+
+
+def test_a_raising_answer_is_told_which_call_raised_and_no_advice_about_its_arguments():
+    from idemlib.course.exercises import check_key_function
+    from idemlib.course.exercises.lesson_04 import provider_calls
+
+    said = check_key_function(no_colons_please).message
+    first = next(call for call in provider_calls() if ":" in call[1])  # the first call it raises on
+    assert f"Calling it as call_key{first!r} failed (ValueError: no colons please)." in said  # it named m-7f3's
+    assert "three arguments" not in said
+
+
+def test_a_function_that_never_returns_is_given_up_on_with_the_call_it_was_on(monkeypatch):
+    from idemlib.course.exercises import check_key_function, feedback
+
+    monkeypatch.setattr(feedback, "CALL_SECONDS", 1.0)
+
+    def loops_on_colons(consumer, message_id, call):
+        while ":" in message_id:
+            message_id.replace(":", "_")  # the result is dropped: the loop never ends
+        return f"{consumer}:{message_id}:{call}"
+
+    from idemlib.course.exercises.lesson_04 import provider_calls
+
+    refused = check_key_function(loops_on_colons)  # it hung the notebook, with no output
+    first = next(call for call in provider_calls() if ":" in call[1])
+    assert not refused and f"call_key{first!r} failed (TimeoutError: it did not return within 1 s)" in refused.message

@@ -122,6 +122,14 @@ CASES = {
     "function_returns_an_object": (None, lambda cells: setattr(cells[9], "source", (
         "class Anything:\n    def __eq__(self, other):\n        return True\n    def __hash__(self):\n"
         "        return 1\nkey = lambda message: Anything()")), {**BLANK, "check_message_key": "wrong"}),
+    # An object that remembers a fresh UUID per message and answers the check's batched calls and its restart from
+    # methods named like the grader's own (call_each, in_fresh_process): its memory came back as a restart's keys.
+    "replays_its_memory": (None, lambda cells: setattr(cells[9], "source", (
+        "import uuid\nclass Replayed:\n    def __init__(self):\n        self.memo = {}\n"
+        "    def __call__(self, message):\n        return self.memo.setdefault(message['id'], str(uuid.uuid4()))\n"
+        "    def call_each(self, arguments):\n        return [self(*args) for args in arguments]\n"
+        "    def in_fresh_process(self, arguments, machine, seed):\n        return [self(*args) for args in arguments]\n"
+        "key = Replayed()")), {**BLANK, "check_message_key": "wrong"}),
     # Every process forks until the process limit, then the children sleep on.
     "fork_bomb": (guarded("import os, time\nwhile True:\n    if os.fork() == 0:\n        while True:\n"
                           "            try:\n                os.fork()\n            except OSError:\n"

@@ -53,6 +53,7 @@ class Referee:
         self.report, self.to_judge, self.from_judge = report, to_judge, Lines(from_judge)
         self.cell_seconds, self.stop_others = cell_seconds, stop_others
         self.functions: list[Any] = []
+        self.calling = 0  # the call of a batch (the judge's call_each) that is running
         self.watch = threading.Condition()
         self.step: tuple[float, str] | None = None  # (deadline, what) of the step running now
         threading.Thread(target=self._watchdog, daemon=True).start()
@@ -92,6 +93,9 @@ class Referee:
 
     def cell(self, source: str) -> tuple[str, str]:
         def run() -> str:
+            history = self.shell.user_ns.get("_ih")
+            if isinstance(history, list):  # the cells' text, as a kernel keeps it: the restart rebuilds an answer's
+                history.append(self.shell.transform_cell(source))  # globals from it (none was kept: no history)
             outcome = self.shell.run_cell(source, store_history=False, silent=True)
             if "matplotlib.pyplot" in sys.modules:  # figures are drawn for a reader; nobody reads them here
                 sys.modules["matplotlib.pyplot"].close("all")
@@ -151,7 +155,7 @@ class Referee:
                                           lambda: dump(_restarted(function, args, kwargs)))  # noqa: B023 - run now
             elif mode == "each":  # a batch of calls, one trip: the check's call_each
                 how, value = self.bounded("the answer's function", self.cell_seconds,
-                                          lambda: dump([function(*one) for one in args], self._keep))  # noqa: B023
+                                          lambda: dump(self.each(function, args), self._keep))  # noqa: B023
             else:
                 how, value = self.bounded("the answer's function", self.cell_seconds,
                                           lambda: dump(function(*args, **kwargs), self._keep))  # noqa: B023
@@ -162,11 +166,22 @@ class Referee:
             else:
                 name, _, text = value.partition(": ")
                 reply = {"raised": [name, text]}
+            if mode == "each" and how != "ok":
+                reply["at"] = self.calling  # which call of the batch raised or ran over, for the check's hint
             try:
                 line = encode(reply)
             except TooLarge as error:
                 line = encode({"raised": ["ValueError", str(error)]})
             write_all(self.to_judge, line)
+
+    def each(self, function: Any, calls: list[Any]) -> list[Any]:
+        """``function`` called on each of ``calls``; :attr:`calling` is the number of the one running."""
+        results = []
+        for number, one in enumerate(calls):
+            self.calling = number
+            results.append(function(*one))
+        self.calling = -1  # every call returned: a failure after this (its values cannot be carried) is no call's
+        return results
 
     def stop_the_rest(self, exercise: str) -> None:
         """Stop the processes an answer left running (only this sandbox's: its own user or process namespace)."""
@@ -231,10 +246,11 @@ RESTART: list[types.ModuleType] = []  # the real runner, bound before the stand-
 
 def _restarted(function: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """What ``function`` returns in a fresh process on another machine
-    (:func:`~idemlib.course.exercises.restart.in_fresh_process`)."""
+    (:func:`~idemlib.course.exercises.restart.restarted`: rebuilt from the hand-in's text, never by a method the
+    answer's object carries)."""
     [restart] = RESTART
     machine = restart.Machine(*kwargs["machine"])
-    return restart.in_fresh_process(function, [tuple(item) for item in args], machine, int(kwargs["seed"]))
+    return restart.restarted(function, [tuple(item) for item in args], machine, int(kwargs["seed"]))
 
 
 def install_stand_ins(stand_ins: dict[str, dict[str, Any]]) -> None:

@@ -26,6 +26,9 @@ import dataclasses
 import functools
 import gc
 import html
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -122,18 +125,92 @@ def hint(message: str) -> Feedback:
     return Feedback(False, message)
 
 
+# The grader's stand-in for a hand-in's function (idemlib.course.judge.AnswerFunction): only the grader's judge puts
+# its class here, in its own process. A check takes the batched calls and the restart in the sandbox only from an
+# object of exactly this class, never from a method an answer carries: an answer's own ``call_each`` or
+# ``in_fresh_process`` could answer from its memory.
+GRADERS_PROXY: list[type] = []
+
+
+def graders_proxy(function: Any) -> bool:
+    """Whether ``function`` is the grader's stand-in for a hand-in's function (see :data:`GRADERS_PROXY`)."""
+    return type(function) in GRADERS_PROXY
+
+
+CALL_SECONDS = 10.0  # how long one call of an answer's function may take in a notebook before the check gives up
+
+
 def call_each(function: Any, arguments: Sequence[tuple[Any, ...]]) -> list[Any]:
     """``function`` called on each tuple of ``arguments``, in order. A check that calls an answer's function on
-    many inputs calls it through this: while grading, the function is in the hand-in's sandbox, and a graded
-    answer's function takes the calls in batches (one trip to the sandbox for thousands of calls, not one each)."""
-    batched = getattr(function, "call_each", None)
-    if callable(batched):
-        results = list(batched(arguments))
+    many inputs calls it through this: while grading, the function is in the hand-in's sandbox, and the grader's
+    stand-in for it takes the calls in batches (one trip to the sandbox for thousands of calls, not one each).
+
+    In a notebook each call may take :data:`CALL_SECONDS`; one that takes longer (a loop that never ends) raises
+    ``TimeoutError`` saying so. Whichever call raised, :func:`failed_call` gives its arguments."""
+    if graders_proxy(function):
+        results = list(function.call_each(arguments))
         if len(results) != len(arguments):  # one result per call, or the check would judge fewer than it asked
             raise ValueError(f"{len(results):,} results came back for {len(arguments):,} calls; answer with a plain "
                              "function, one result per call")
         return results
-    return [function(*args) for args in arguments]
+    results = []
+    with _time_limited() as calling:
+        for args in arguments:
+            calling.start()
+            try:
+                results.append(function(*args))
+            except Exception as error:
+                blame(error, args)
+                raise
+    return results
+
+
+def failed_call(error: BaseException) -> tuple[Any, ...] | None:
+    """The arguments of the call that raised ``error`` in :func:`call_each`, if it was raised there."""
+    found = error.__dict__.get(_CALL) if hasattr(error, "__dict__") else None
+    return found if isinstance(found, tuple) else None
+
+
+_CALL = "_idemlib_failed_call"
+
+
+def blame(error: BaseException, args: tuple[Any, ...]) -> None:
+    """Mark ``error`` as raised by the call with ``args`` (for :func:`failed_call`)."""
+    try:
+        error.__dict__.setdefault(_CALL, tuple(args))  # the innermost call_each names it first
+    except Exception:  # noqa: BLE001 - an answer's exception class may refuse attributes: then no call is named
+        pass
+
+
+class _time_limited:  # noqa: N801 - used as a context manager, named for the with statement
+    """A timer that interrupts a call running longer than :data:`CALL_SECONDS` with ``TimeoutError``.
+
+    A signal every second checks the running call's age, so 300,000 calls cost a handful of signals rather than
+    two system calls each. Only in the main thread, and only when no one else uses the process's alarm (the
+    grader's sandbox bounds its calls with its own)."""
+
+    def __enter__(self) -> _time_limited:
+        self.started, self.armed = time.monotonic(), False
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
+                and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)):
+            signal.signal(signal.SIGALRM, self._check)
+            signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
+            self.armed = True
+        return self
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+
+    def _check(self, number: int, frame: Any) -> None:
+        if time.monotonic() - self.started > CALL_SECONDS:
+            self.started = time.monotonic()  # one interrupt per stuck call
+            raise TimeoutError(f"it did not return within {CALL_SECONDS:g} s")
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
 def not_judged(why: str) -> Feedback:

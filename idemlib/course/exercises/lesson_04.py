@@ -9,7 +9,7 @@ import string
 from typing import Any
 
 from idemlib.course.exercises.digest_width import key_space_bits, min_digest_bits, too_short
-from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
+from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, failed_call, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.facts import fact_number
 from idemlib.provider import PaymentProvider
@@ -254,8 +254,10 @@ def check_key_function(call_key: Any, *, seed: int = 4) -> Feedback:
     try:
         keys = call_each(call_key, calls)
     except Exception as error:  # noqa: BLE001 - the learner's code: any error is worth a hint, not a traceback
-        return hint(f"Calling it as call_key('payments', 'm-7f3', 'charge') failed ({type(error).__name__}: {error}). "
-                    "It takes three arguments: the consumer's name, the message ID and the name of the call.")
+        shown = ", ".join(map(repr, failed_call(error) or calls[0]))
+        arity = (" It takes three arguments: the consumer's name, the message ID and the name of the call."
+                 if isinstance(error, TypeError) else "")
+        return hint(f"Calling it as call_key({shown}) failed ({type(error).__name__}: {error}).{arity}")
     if not all(isinstance(key, str) and key for key in keys):
         wrong = next(key for key in keys if not (isinstance(key, str) and key))
         return hint(f"A key is sent as a header's text, so each must be a non-empty string; it gave {wrong!r} "

@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import pickle
+import signal
 import subprocess
 import symtable
 import sys
@@ -26,6 +27,8 @@ import types
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from idemlib.course.exercises.feedback import graders_proxy
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ OTHER_MACHINES = (Machine("consumer-2", "WEST+12", 26.5 * 3600), Machine("consum
 
 # Put into the fresh process before the learner's code: the other machine's name and clock.
 _OTHER_MACHINE = '''
-import datetime as _dt, os as _os, platform as _platform, socket as _socket, time as _time
+import os as _os, platform as _platform, socket as _socket, time as _time
 _later, _host = {seconds!r}, {host!r}
 _real = {{name: getattr(_time, name) for name in ("time", "time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime")}}
 _time.time = lambda: _real["time"]() + _later
@@ -54,6 +57,25 @@ _time.gmtime = lambda secs=None: _real["gmtime"](_time.time() if secs is None el
 _time.ctime = lambda secs=None: _real["ctime"](_time.time() if secs is None else secs)
 _time.asctime = lambda t=None: _real["asctime"](_time.localtime() if t is None else t)
 _time.strftime = lambda format, t=None: _real["strftime"](format, _time.localtime() if t is None else t)
+_socket.gethostname = _platform.node = lambda: _host
+_socket.getfqdn = lambda name="": _host
+_uname = _os.uname()
+_os.uname = lambda: _os.uname_result((_uname.sysname, _host, _uname.release, _uname.version, _uname.machine))
+import builtins as _builtins, io as _io, uuid as _uuid, zlib as _zlib
+_uuid.getnode = lambda: _zlib.crc32(_host.encode()) | (1 << 40)  # another machine, another hardware address
+_open = _io.open
+def _open_here(file, *args, **kwargs):
+    if isinstance(file, (str, _os.PathLike)) and _os.path.realpath(file) == "/etc/hostname":
+        return _io.StringIO(_host + "\\n")
+    return _open(file, *args, **kwargs)
+_builtins.open = _io.open = _open_here
+'''
+
+# Put in after the modules the learner's code imports are loaded (see :func:`_imports_in`) and before the learner's
+# statements run: a C extension that checks datetime's size as it loads (pandas, which idemlib.provider needs)
+# crashes on a subclass, while a start-up date (``STARTED = date.today()``) must still read the other machine's clock.
+_OTHER_MACHINES_DATES = '''
+import datetime as _dt, time as _time
 class _Date(_dt.date):
     @classmethod
     def today(cls):
@@ -69,19 +91,34 @@ class _DateTime(_dt.datetime):
     def utcnow(cls):
         return cls.fromtimestamp(_time.time(), _dt.timezone.utc).replace(tzinfo=None)
 _dt.date, _dt.datetime = _Date, _DateTime
-_socket.gethostname = _platform.node = lambda: _host
-_socket.getfqdn = lambda name="": _host
-_uname = _os.uname()
-_os.uname = lambda: _os.uname_result((_uname.sysname, _host, _uname.release, _uname.version, _uname.machine))
-import builtins as _builtins, io as _io, uuid as _uuid, zlib as _zlib
-_uuid.getnode = lambda: _zlib.crc32(_host.encode()) | (1 << 40)  # another machine, another hardware address
-_open = _io.open
-def _open_here(file, *args, **kwargs):
-    if isinstance(file, (str, _os.PathLike)) and _os.path.realpath(file) == "/etc/hostname":
-        return _io.StringIO(_host + "\\n")
-    return _open(file, *args, **kwargs)
-_builtins.open = _io.open = _open_here
 '''
+
+# Loads each module the learner's code imports anywhere (at the top of a cell or inside a function), before the
+# dates are swapped; one that fails to load here fails again where the learner's code imports it, and says why.
+_LOADED_FIRST = '''
+import importlib as _importlib
+for _module in {modules!r}:
+    try:
+        _importlib.import_module(_module)
+    except Exception:
+        pass
+'''
+
+
+def _imports_in(texts: Iterable[str]) -> list[str]:
+    """The absolute modules the statements ``texts`` import, wherever in them (a function's body included)."""
+    modules: dict[str, None] = {}
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules.update((alias.name, None) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules[node.module] = None
+    return list(modules)
 
 
 def _source_of(function: Any, name: str = "function_from_lambda") -> str:
@@ -141,8 +178,16 @@ def _definition(function: Any, name: str) -> str | None:
             continue
         for statement in tree.body:
             if name in _bound_names(statement):
-                found = ast.get_source_segment(text, statement) or ""
+                found = _statement_text(text, statement)
     return found
+
+
+def _statement_text(text: str, statement: ast.stmt) -> str:
+    """The source of ``statement`` in ``text``, with its decorators: a def's own segment starts at ``def``, and
+    the function run again without them (``@functools.lru_cache``, a wrapper of the learner's) is another one."""
+    decorators = getattr(statement, "decorator_list", [])
+    return "".join(f"@{ast.get_source_segment(text, decorator)}\n" for decorator in decorators) + (
+        ast.get_source_segment(text, statement) or "")
 
 
 def _globals_read(text: str) -> list[str]:
@@ -197,12 +242,17 @@ def _written_where(answer: Any) -> Any:
     ``__globals__`` and ``__module__``, as a function has, or None for a callable of a library.
 
     A ``functools.partial`` was written where its function was (or, for a library's function such as ``sorted``,
-    where a function it is given was: ``partial(sorted, key=lambda ...)``); a callable object where its class was.
+    where a function it is given was: ``partial(sorted, key=lambda ...)``); a bound method or a decorated function
+    where its def was; a callable object where its class was.
     """
     if isinstance(answer, functools.partial):
         given = [answer.func, *answer.args, *answer.keywords.values()]
         if (inner := next((part for part in given if isinstance(part, types.FunctionType)), None)) is not None:
             return inner
+    if isinstance(answer, types.MethodType) and isinstance(answer.__func__, types.FunctionType):
+        return answer.__func__  # a bound method (``maker.key``): where its class was written
+    if isinstance(wrapped := getattr(answer, "__wrapped__", None), types.FunctionType):
+        return wrapped  # a decorated function (``@functools.lru_cache``): where its def was written
     module = sys.modules.get(getattr(type(answer), "__module__", ""))
     if module is None or module.__name__ == "builtins":
         return None
@@ -232,6 +282,9 @@ def _rebuilt(answer: Any) -> tuple[str, list[str]]:
     except Exception:  # noqa: BLE001 - whatever stops the pickle, the answer cannot be carried this way
         carried = b""
     if not carried or b"__main__" in carried:
+        if name:  # bound, but to nothing a statement of the program remakes
+            raise ValueError(f"{name} is a {type(answer).__name__} a restarted process cannot make again from your "
+                             "cells; write it as a def (or a class with __call__) and pass that")
         raise ValueError("it was made in a way a restarted process cannot repeat and is bound to no name; "
                          "assign it to a name in a cell of its own (key = ...) and pass that name")
     return "carried", ["import pickle", f"carried = pickle.loads(bytes.fromhex({carried.hex()!r}))"]
@@ -245,19 +298,43 @@ def in_fresh_process(function: Any, arguments: Sequence[Sequence[Any]], machine:
     message ID for the same message. The fresh interpreter gets only the program's
     text (see the module's docstring) and runs on ``machine``: its host name, time
     zone and clock, with ``seed`` as its string-hash seed. ``function`` is any callable
-    (see :func:`_rebuilt`).
+    (see :func:`_rebuilt`). While grading, the grader's stand-in for a hand-in's function has it restarted in
+    the hand-in's sandbox (:func:`restarted`, run there); an answer's own ``in_fresh_process`` is never called.
     """
-    if callable(getattr(function, "in_fresh_process", None)):  # a graded answer: restarted in its own sandbox
+    if graders_proxy(function):
         return list(function.in_fresh_process(arguments, machine, seed))
+    return restarted(function, arguments, machine, seed)
+
+
+def restarted(function: Any, arguments: Sequence[Sequence[Any]], machine: Machine, seed: int) -> list[Any]:
+    """:func:`in_fresh_process` for a function of this process: always rebuilt from the program's text and run in
+    a process of its own, whatever the function's object carries."""
     name, definition = _rebuilt(function)
-    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host), *definition,
+    program = "\n".join([_OTHER_MACHINE.format(seconds=machine.seconds_later, host=machine.host),
+                         _LOADED_FIRST.format(modules=_imports_in(definition)), _OTHER_MACHINES_DATES, *definition,
                          "import collections.abc, json, sys",
                          # an iterator's text holds none of its items: read it out, as a caller looping over it would
                          "def _text(made): return str(list(made) if isinstance(made, collections.abc.Iterator) else made)",
                          f"print(json.dumps([_text({name}(*args)) for args in json.loads(sys.stdin.read())]))"])
-    done = subprocess.run([sys.executable, "-c", program], input=json.dumps([list(args) for args in arguments]),
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": machine.zone, "HOSTNAME": machine.host})
+    try:
+        done = subprocess.run([sys.executable, "-c", program], input=json.dumps([list(args) for args in arguments]),
+                              capture_output=True, text=True, timeout=RESTART_SECONDS,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed), "TZ": machine.zone,
+                                   "HOSTNAME": machine.host})
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"it did not finish {len(arguments):,} calls within {RESTART_SECONDS:g} s") from None
+    if done.returncode < 0:
+        raise RuntimeError(f"the fresh process crashed ({signal.Signals(-done.returncode).name})")
     if done.returncode != 0:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output")
+        raise RuntimeError(_last_error(done.stderr) or "no output")
     return json.loads(done.stdout)
+
+
+RESTART_SECONDS = 60.0  # the fresh process's time for its imports and a sample of calls
+
+
+def _last_error(stderr: str) -> str:
+    """The error a failed run ended on: its traceback's last line, not a warning printed before it."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if not line.startswith((" ", "Traceback")) and "Warning:" not in line]
+    return (errors or lines or [""])[-1]
