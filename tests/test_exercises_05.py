@@ -362,7 +362,7 @@ BANKS = {
             Wrong((sha_40_bits,), "4%"),
             Wrong((sha_52_bits,), "at least 56 bits"),
             Wrong((part_of_the_id,), "keeps part of what names them"),
-            Wrong((fails_on_the_gateway,), "payments-gateway"),
+            Wrong((fails_on_the_gateway,), "gateway_id"),
             Wrong((lowered,), "letter case"),
             Wrong((trimmed,), "space is part"),
             Wrong((sqs_message_id,), "producer retry"),

@@ -230,9 +230,11 @@ def _cut(key: str, event: Event) -> bool:
 
 
 def _digest_width(keys: list[str], named: tuple[Event, ...]) -> tuple[float, int]:
-    """How many bits the answer's digests hold (:func:`_key_space_bits` of the keys that keep none of their event's
-    text whole), and how many events it digests: the odds of a chance collision are over those events only."""
-    digests = [key for key, event in zip(keys, named) if not _kept_whole(key, event)]
+    """How many bits the answer's digests hold (:func:`_key_space_bits` of the keys that hold neither their event's
+    source nor its id, if eight characters or more, whole), and how many events it digests: the odds of a chance
+    collision are over those events only. (A digest holds a 4-character piece of an id by chance, now and then.)"""
+    digests = [key for key, (source, event_id, *_) in zip(keys, named)
+               if source not in key and (len(event_id) < 8 or event_id not in key)]
     return (_key_space_bits(digests) if digests else math.inf), len(digests)
 
 
