@@ -85,6 +85,24 @@ def digest_of_id_colon_source(record):
     return hashlib.sha256(f"{record['id']}:{record['source']}".encode()).hexdigest()
 
 
+def pipe_digest(record):
+    return hashlib.sha256(f"{record['source']}|{record['id']}".encode()).hexdigest()  # no URI-reference holds a '|'
+
+
+def json_whole_or_digest_48_bits(record):
+    # Whole when it fits; only the gateway's 2,000 events are digested, and 2,000 at 48 bits collide with odds of
+    # about 7e-9: right, though 48 bits of all 300,000 would not be.
+    key = json.dumps([record["source"], record["id"]])
+    return key if len(key) <= 255 else "h:" + hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
+
+
+def source_digest_and_whole_id(record):
+    # A fixed-width digest of the source (64 bits among a few dozen sources), then the id whole: the ':' after
+    # 16 hex characters reads one way.
+    source = hashlib.sha256(record["source"].encode()).hexdigest()[:16]
+    return f"{source}:{record['id']}" if len(record["id"]) <= 230 else digest_of_both(record)
+
+
 def changes_its_record(record):
     record["data"]["amount"] = 0  # an answer that writes to what it is given changes nothing the check reads
     return digest_of(record.pop("source"), record.pop("id"))
@@ -257,6 +275,44 @@ def colon_joined_digested_when_long(record):
     return key if len(key) <= 255 else hashlib.sha256(key.encode()).hexdigest()  # fits, but still ambiguous
 
 
+def digest_of_dash_joined(record):
+    return hashlib.sha256(f"{record['source']}-{record['id']}".encode()).hexdigest()  # /outlets/1 + 2-17 = /outlets/1-2 + 17
+
+
+def dash_joined_digested_when_long(record):
+    key = f"{record['source']}-{record['id']}"
+    return key if len(key) <= 255 else hashlib.sha256(key.encode()).hexdigest()
+
+
+def joined_by(mark):
+    return lambda record: hashlib.sha256(f"{record['source']}{mark}{record['id']}".encode()).hexdigest()
+
+
+def json_whole_or_digest_40_bits(record):
+    key = json.dumps([record["source"], record["id"]])  # 2,000 events at 40 bits: odds about 2e-6
+    return key if len(key) <= 255 else hashlib.sha256(key.encode()).hexdigest()[:10]
+
+
+def keep_the_tail(record):
+    return f"{record['source']}|{record['id']}"[-255:]  # the gateway's regions are in its sources' first characters
+
+
+def id_first_keep_the_tail(record):
+    return f"{record['id']}|{record['source']}"[-255:]  # its days are in its IDs' first characters
+
+
+def id_first_cut_to_fit(record):
+    return f"{record['id']}|{record['source']}"[:255]  # its terminals are in its sources' last characters
+
+
+def with_time(record):
+    return digest_of(record["source"], record["id"], record["time"])  # a relay's republish stamps it anew
+
+
+def constant(record):
+    return "k"
+
+
 def type_slash_source_slash_id(record):
     return digest_of_slash_joined({**record, "source": f"{record['type']}/{record['source']}"})
 
@@ -269,7 +325,8 @@ BANKS = {
     "check_message_id": Bank(
         right=[(digest_of_both,), (namespaced_uuid5,), (picked,), (picker,), (with_the_type,), (fifty_six_bits,),
                (blake2b_base64,), (length_prefixed,), (escaped,), (id_space_source,), (digest_of_id_colon_source,),
-               (id_then_source,), (changes_its_record,)],
+               (id_then_source,), (changes_its_record,), (pipe_digest,), (json_whole_or_digest_48_bits,),
+               (source_digest_and_whole_id,)],
         wrong=[
             Wrong((as_tuple,), "must be text, not tuple"),
             Wrong((operator.itemgetter("source", "id"),), "one string"),
@@ -282,7 +339,16 @@ BANKS = {
             Wrong((id_glued_to_source,), "at most 255"),
             Wrong((glued,), "at most 255"),
             Wrong((colon_joined,), "at most 255"),
-            Wrong((cut_to_fit,), "cuts the characters"),
+            Wrong((cut_to_fit,), "cut short"),
+            Wrong((keep_the_tail,), "cut short"),
+            Wrong((id_first_keep_the_tail,), "cut short"),
+            Wrong((id_first_cut_to_fit,), "cut short"),
+            Wrong((constant,), "Every event got the same ID"),
+            Wrong((with_time,), "relay's republish"),
+            Wrong((json_whole_or_digest_40_bits,), "among the 2,000 events it digests"),
+            Wrong((digest_of_dash_joined,), "'-' occurs inside"),
+            Wrong((dash_joined_digested_when_long,), "'-' occurs inside"),
+            *(Wrong((joined_by(mark),), f"{mark!r} occurs inside") for mark in "._#@~+,;="),
             Wrong((the_id_alone,), "names the producer"),
             Wrong((digest_of_glued,), "nothing between"),
             Wrong((glued_format_digest,), "nothing between"),
@@ -296,7 +362,7 @@ BANKS = {
             Wrong((sha_40_bits,), "4%"),
             Wrong((sha_52_bits,), "at least 56 bits"),
             Wrong((part_of_the_id,), "keeps part of what names them"),
-            Wrong((fails_on_the_gateway,), "payments-gateway"),
+            Wrong((fails_on_the_gateway,), "gateway_id"),
             Wrong((lowered,), "letter case"),
             Wrong((trimmed,), "space is part"),
             Wrong((sqs_message_id,), "producer retry"),
@@ -332,12 +398,15 @@ def test_the_copies_come_from_several_producers_at_scale_and_differ_by_seed():
     assert len(named) == len(events)  # source + id names one event
     assert len({event_id for _, event_id in named}) < len(events)  # the id alone does not
     assert len({source + event_id for source, event_id in named}) < len(events)  # nor the two glued together
-    for separator in ":/":  # nor joined by a character that sources and IDs hold
+    for separator in ":/-._~!$&'()*+,;=@#?":  # nor joined by any mark a URI-reference (so a source) may hold
         assert len({f"{source}{separator}{event_id}" for source, event_id in named}) < len(events)
+    for separator in " |":  # no URI-reference holds these: joined by one, source and id read one way
+        assert len({f"{source}{separator}{event_id}" for source, event_id in named}) == len(events)
     new_messages = [(copies[0], copy) for copies in events for copy in copies[1:]
                     if copy["message_id"] != copies[0]["message_id"]]  # a retry, a republish, a redrive
     assert new_messages and all((copy["source"], copy["id"], copy["data"]) == (first["source"], first["id"], first["data"])
                                 for first, copy in new_messages)
+    assert any(copy["time"] != first["time"] for first, copy in new_messages)  # a relay's republish stamps it anew
     assert [c[0]["id"] for c in list(event_copies(seed=6))[:50]] != [c[0]["id"] for c in events[:50]]
 
 
@@ -360,7 +429,9 @@ def test_the_gateways_events_are_too_long_to_key_whole_and_differ_only_past_the_
     named = _named()
     long = [(source, event_id) for source, event_id in named if len(source) + len(event_id) + 1 > 255]
     assert len(long) == 2_000 and all(len(source) < 190 and len(event_id) < 190 for source, event_id in long)
-    assert len({f"{source} {event_id}"[:255] for source, event_id in long}) < len(long)  # cut to fit, they collide
+    for first, second in (("source", "id"), ("id", "source")):  # cut to fit at either end, in either order: they collide
+        joined = [f"{pair[first]} {pair[second]}" for pair in ({"source": s, "id": i} for s, i in long)]
+        assert len({key[:255] for key in joined}) < len(long) and len({key[-255:] for key in joined}) < len(long)
 
 
 def test_no_source_ends_with_another_so_an_id_first_join_reads_one_way_here():
@@ -369,18 +440,19 @@ def test_no_source_ends_with_another_so_an_id_first_join_reads_one_way_here():
     named = _named()
     sources = {source for source, _ in named}
     assert not [(one, other) for one in sources for other in sources if one != other and one.endswith(other)]
-    for separator in ("", ":", "/"):
+    for separator in ("", ":", "/", "-", "."):
         assert len({f"{event_id}{separator}{source}" for source, event_id in named}) == len(named)
         assert len({f"{source}{separator}{event_id}" for source, event_id in named}) < len(named)
 
 
-def test_the_narrowest_digest_is_argued_from_the_odds_over_the_exercises_events():
-    from idemlib.course.exercises.digest_width import key_space_bits, odds_of_a_collision
-    from idemlib.course.exercises.lesson_05 import EVENTS, MIN_DIGEST_BITS
+def test_the_narrowest_digest_is_argued_from_the_odds_over_the_events_it_digests():
+    from idemlib.course.exercises.digest_width import key_space_bits
+    from idemlib.course.exercises.lesson_05 import EVENTS, MIN_DIGEST_BITS, _bits_needed, _odds_of_a_collision
 
-    assert EVENTS == 300_000 and MIN_DIGEST_BITS == 56
-    assert odds_of_a_collision(MIN_DIGEST_BITS, EVENTS) < 1e-6 < odds_of_a_collision(MIN_DIGEST_BITS - 1, EVENTS)
-    assert round(odds_of_a_collision(36, EVENTS), 2) == 0.48 and round(odds_of_a_collision(40, EVENTS), 2) == 0.04
+    assert EVENTS == 300_000 and MIN_DIGEST_BITS == 56 == _bits_needed(EVENTS) and _bits_needed(2_000) == 41
+    assert _odds_of_a_collision(MIN_DIGEST_BITS) < 1e-6 < _odds_of_a_collision(MIN_DIGEST_BITS - 1)
+    assert _odds_of_a_collision(48, 2_000) < 1e-8 and _odds_of_a_collision(40, 2_000) > 1e-6
+    assert round(_odds_of_a_collision(36), 2) == 0.48 and round(_odds_of_a_collision(40), 2) == 0.04
     digests = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(2_000)]
     assert [round(key_space_bits(d[:width] for d in digests)) for width in (9, 14, 64)] == [36, 56, 256]
     uuids = [str(uuid.uuid5(PAYMENTS, str(n))) for n in range(2_000)]

@@ -21,12 +21,12 @@ def key_space_bits(keys: Iterable[str]) -> float:
     their lengths and, at each place, one of the characters seen there. A digest written out (hex, base64, decimal)
     of b bits comes out at b (given keys enough to show every character at every place: a couple of thousand); it
     can never come out at less than the keys really tell apart."""
-    places_by_length: dict[int, list[set[str]]] = {}
+    keys_by_length: dict[int, list[str]] = {}
     for key in keys:
-        places = places_by_length.setdefault(len(key), [set() for _ in key])
-        for place, char in zip(places, key):
-            place.add(char)
-    return math.log2(sum(math.prod(len(place) for place in places) for places in places_by_length.values()))
+        keys_by_length.setdefault(len(key), []).append(key)
+    # zip(*same_length) gives each place's characters in one go: fast enough for all 300,000 keys
+    return math.log2(sum(math.prod(len(set(place)) for place in zip(*same_length))
+                         for same_length in keys_by_length.values()))
 
 
 def odds_of_a_collision(bits: float, count: int) -> float:

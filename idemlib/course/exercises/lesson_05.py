@@ -3,45 +3,62 @@
 from __future__ import annotations
 
 import collections
+import datetime
 import functools
 import itertools
+import math
 import random
 import reprlib
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from idemlib.course.exercises.digest_width import key_space_bits, min_digest_bits, too_short
+from idemlib.course.exercises.digest_width import key_space_bits
 from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.messages import LONGEST_ID, id_fault
 
 __all__ = ["check_message_id", "event_copies"]
 
-# Three services publish payment events as CloudEvents onto one SQS queue, and so do two chains' shops.
+# Three services publish payment events as CloudEvents onto one SQS queue, and so do the shops of several chains.
 # Two services number their events with a counter of their own (both send an evt-000007); the third, older one
 # writes case-sensitive base62 IDs. Each shop's tills report as the shop, naming a receipt by till and number
 # ("2:17" from urn:shop:1; "2/17" from /stores/1 in the chain that names sources by path); each shop's
 # self-service kiosks are sources of their own (urn:shop:1:2, /stores/1/2) that number their events from 1 with
 # no padding. So a separator that sources and IDs contain reads two ways (urn:shop:1 with 2:17 and urn:shop:1:2
 # with 17 join with ':' into the same text), and so does nothing at all (kiosk 1's event 23 and kiosk 12's event 3).
-# A partner's payment gateway names each terminal by a URL and each event by a path that ends in a counter: source
-# and id together run past the 255 characters the consumer takes as a key, and differ only in their last digits.
-COUNTERS = {"/checkout": 140_000, "/subscriptions": 140_000}
+# Smaller chains name a kiosk with each other mark a URI-reference (RFC 3986) may hold, /outlets/1-2, /outlets/1.2,
+# /outlets/1#2, ...: whichever of them a join puts between source and id, two events read the same. A URI-reference
+# never holds a space or a '|' (nor a control character), so those, and only those, are separators that read one way.
+# A partner's payment gateway names each terminal by a URL and each event by a path that starts with a date and ends
+# in a counter: source and id together run past the 255 characters the consumer takes as a key, its sources differ
+# only in their first characters (the region in the host) and last (the terminal), its IDs in their first (the
+# date) and last (the counter), so a key cut to 255 characters at either end, in either order, reads two ways.
+COUNTERS = {"/checkout": 139_280, "/subscriptions": 139_280}
 LEGACY, LEGACY_EVENTS = "/legacy-billing", 12_000
-GATEWAY_SOURCES = tuple(f"https://payments-gateway.partner-network.example/api/v2/regions/eu-west-1/merchants/{merchant}"
-                        f"/terminals/{terminal:04d}/payment-events"
-                        for merchant in ("nordic-outdoor-supplies", "harbour-street-bakeries") for terminal in (1, 2))
-GATEWAY_ID, GATEWAY_EVENTS = ("payment-requests/2026-12-01/card-present/contactless/settlement-batch-0001/"
-                              "authorisation-requests/confirmed-by-issuer/request-{:06d}"), 500  # events per terminal
+GATEWAY_SOURCES = tuple(f"https://{region}.payments-gateway.partner-network.example/api/v2/merchants/nordic-outdoor-"
+                        f"supplies/stores/oslo-city-centre/terminals/{terminal:04d}/payment-events"
+                        for region in ("eu-west-1", "us-east-1") for terminal in (1, 2))
+GATEWAY_ID = ("{}/payment-requests/card-present/contactless/settlement-batch-0001/authorisation-requests/"
+              "confirmed-by-issuer/request-{:06d}")
+GATEWAY_DAYS, GATEWAY_EVENTS = ("2026-12-01", "2026-12-02"), 250  # each terminal's events a day
 SHOPS = {":": tuple(f"urn:shop:{n}" for n in range(1, 4)), "/": tuple(f"/stores/{n}" for n in range(1, 4))}
 TILLS, RECEIPTS = 2, 200  # each shop's tills, and the receipts each till sends
 KIOSKS, KIOSK_EVENTS = 12, 50  # each shop's kiosks, and the events each kiosk sends
-SHOP_EVENTS = sum(len(shops) * (TILLS * RECEIPTS + KIOSKS * KIOSK_EVENTS) for shops in SHOPS.values())
-EVENTS = sum(COUNTERS.values()) + LEGACY_EVENTS + SHOP_EVENTS + len(GATEWAY_SOURCES) * GATEWAY_EVENTS
+# The marks a URI-reference may hold but ':' and '/' (the chains above) and '%' (only as %XX): a small chain's outlet
+# for each, /outlets/1 for '-', its kiosks /outlets/1-1 and /outlets/1-2, its receipts 2-17.
+OUTLETS = {mark: (f"/outlets/{n}",) for n, mark in enumerate("-._~!$&'()*+,;=@#?", start=1)}
+SIZES = {"shop": (TILLS, RECEIPTS, KIOSKS, KIOSK_EVENTS), "outlet": (2, 20, 2, 20)}  # tills, receipts, kiosks, events
+SHOP_EVENTS = sum(len(shops) * (tills * receipts + kiosks * events)
+                  for chains, (tills, receipts, kiosks, events) in ((SHOPS, SIZES["shop"]), (OUTLETS, SIZES["outlet"]))
+                  for shops in chains.values())
+SHOP_COUNT = sum(len(shops) for chains in (SHOPS, OUTLETS) for shops in chains.values())
+EVENTS = (sum(COUNTERS.values()) + LEGACY_EVENTS + SHOP_EVENTS
+          + len(GATEWAY_SOURCES) * len(GATEWAY_DAYS) * GATEWAY_EVENTS)
 # A digest gives two events one key by chance. Among the EVENTS, the chance that any two share a b-bit digest is
 # about 1 - exp(-pairs / 2**b); the check asks for the width that keeps it below one in a million: 56 bits.
-MIN_DIGEST_BITS = min_digest_bits(EVENTS)
+COLLISION_ODDS = 1e-6
+MIN_DIGEST_BITS = math.ceil(math.log2(EVENTS * (EVENTS - 1) / 2 / COLLISION_ODDS))
 _BASE62 = string.digits + string.ascii_letters
 # Extra copies, by why they exist: a share of the events gets one of each kind.
 COPIES = {"producer retry": 0.06, "relay republish": 0.04, "replay": 0.03, "redelivery": 0.08}
@@ -60,11 +77,12 @@ def _legacy_ids(draw: random.Random) -> list[str]:
 def _shop_ids() -> list[tuple[str, str]]:
     """The shops' events: each till's receipts under the shop's source, each kiosk's events under its own."""
     ids: list[tuple[str, str]] = []
-    for separator, shops in SHOPS.items():
-        for shop in shops:
-            ids += [(shop, f"{till}{separator}{n}") for till in range(1, TILLS + 1) for n in range(1, RECEIPTS + 1)]
-            ids += [(f"{shop}{separator}{kiosk}", str(n)) for kiosk in range(1, KIOSKS + 1)
-                    for n in range(1, KIOSK_EVENTS + 1)]
+    for chains, (tills, receipts, kiosks, events) in ((SHOPS, SIZES["shop"]), (OUTLETS, SIZES["outlet"])):
+        for separator, shops in chains.items():
+            for shop in shops:
+                ids += [(shop, f"{till}{separator}{n}") for till in range(1, tills + 1) for n in range(1, receipts + 1)]
+                ids += [(f"{shop}{separator}{kiosk}", str(n)) for kiosk in range(1, kiosks + 1)
+                        for n in range(1, events + 1)]
     return ids
 
 
@@ -82,6 +100,14 @@ _LATER = {"producer retry": (1.0, 30.0), "relay republish": (60.0, 3600.0), "rep
 _COPY_PLAN = tuple((why, (share, *_LATER.get(why, (0.0, 0.0)))) for why, share in COPIES.items())
 
 
+def _stamp(seconds: float) -> str:
+    """A CloudEvent's ``time`` for ``seconds`` into the day the check's traffic starts."""
+    return (_DAY + datetime.timedelta(seconds=int(seconds))).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_DAY = datetime.datetime(2026, 12, 1)
+
+
 def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
     """Every event once, as (source, id, time, order, amount, sent at, its extra copies).
 
@@ -92,14 +118,14 @@ def _plan(seed: int) -> tuple[tuple[Any, ...], ...]:
     ids = [(source, f"evt-{n:06d}") for source, count in COUNTERS.items() for n in range(1, count + 1)]
     ids += [(LEGACY, event_id) for event_id in _legacy_ids(draw)]
     ids += _shop_ids()
-    ids += [(source, GATEWAY_ID.format(n)) for source in GATEWAY_SOURCES for n in range(1, GATEWAY_EVENTS + 1)]
+    ids += [(source, GATEWAY_ID.format(day, n)) for source in GATEWAY_SOURCES for day in GATEWAY_DAYS
+            for n in range(1, GATEWAY_EVENTS + 1)]
     draw.shuffle(ids)
     chance = draw.random  # one uniform draw in [0, 1): the plan's draws are all made from it, for speed
     plan: list[tuple[Any, ...]] = []
     for number, (source, event_id) in enumerate(ids):
         if number % EVENTS_PER_SECOND == 0:
-            seconds = number // EVENTS_PER_SECOND
-            time = f"2026-12-01T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z"
+            time = _stamp(number / EVENTS_PER_SECOND)
         order, amount = (plan[-1 - int(chance() * 50)][3:5] if number > 50 and chance() < 0.02
                          else (5000 + number, 5 * (1 + int(chance() * 40))))
         sent = number / EVENTS_PER_SECOND
@@ -120,6 +146,8 @@ def _records(seed: int) -> tuple[tuple[dict[str, Any], ...], ...]:
         first = {**event, "message_id": _sqs_id(next(sent_messages)), "attempt": 1, "sent_at": sent, "receive_count": 1}
         events.append((first, *({**first, "receive_count": 2} if why == "redelivery" else
                                 {**event, "message_id": _sqs_id(next(sent_messages)),
+                                 # a relay that rebuilds the event from its outbox row stamps its time anew
+                                 "time": _stamp(later) if why == "relay republish" else time,
                                  "attempt": 2 if why == "producer retry" else 1, "sent_at": later, "receive_count": 1}
                                 for why, later in extra)))
     return tuple(events)
@@ -136,7 +164,8 @@ def event_copies(*, seed: int = 5) -> Iterator[list[dict[str, Any]]]:
     A record is the CloudEvent (``specversion``, ``source``, ``id``, ``type``, ``time``, ``data``) and what
     the queue and the publisher add: SQS's ``message_id`` (new for every message sent: a producer retry, a
     relay's republish, a redrive from the dead-letter queue; kept on a redelivery), the publisher's
-    ``attempt``, ``sent_at`` (seconds) and SQS's ``receive_count``. The records are new ones on every call.
+    ``attempt``, ``sent_at`` (seconds) and SQS's ``receive_count``. A relay's republish, rebuilt from its outbox
+    row, carries a ``time`` stamped anew. The records are new ones on every call.
     """
     for copies in _records(seed):
         yield [_fresh(copy) for copy in copies]
@@ -167,24 +196,60 @@ _shown = reprlib.Repr()
 _shown.maxstring, _shown.maxother, _shown.maxdict = 70, 70, 12  # a hint names a record without a screenful of it
 
 
+def _odds_of_a_collision(bits: float, digested: int = EVENTS) -> float:
+    """The chance that two of ``digested`` events get one key from a digest of ``bits`` bits (the birthday bound)."""
+    return -math.expm1(-digested * (digested - 1) / 2 / 2**bits)
+
+
+def _bits_needed(digested: int) -> int:
+    """The narrowest digest that keeps the odds of a collision among ``digested`` events below one in a million."""
+    return math.ceil(math.log2(max(digested * (digested - 1) / 2, 1) / COLLISION_ODDS))
+
+
 def _kept_whole(key: str, event: Event) -> bool:
     """Whether ``key`` holds some of ``event``'s own text (its source, or its id's first characters): no digest."""
     return any(len(piece) >= 3 and piece in key for piece in (event[0], event[1][:4]))
 
 
-def _too_short(bits: float) -> str:
-    """What a hint says of a digest of ``bits`` bits: the odds it gives this traffic, and the width the check asks."""
-    return too_short(bits, EVENTS, "Its IDs", "events")
+def _cut(key: str, event: Event) -> bool:
+    """Whether ``key`` holds a long run of both ``event``'s source and its id, but not all of both: a cut."""
+    source, event_id = event[:2]
+    return not (source in key and event_id in key) and all(
+        any(len(text) >= 16 and piece in key for piece in (text[:16], text[-16:])) for text in (source, event_id))
 
 
-def _what_collided(first: Event, second: Event, key: str, width: Callable[[], float]) -> tuple[int, str]:
+def _digest_width(keys: list[str], named: tuple[Event, ...]) -> tuple[float, int]:
+    """How many bits the answer's digests hold (:func:`.digest_width.key_space_bits` of the keys that hold neither their event's
+    source nor its id, if eight characters or more, whole), and how many events it digests: the odds of a chance
+    collision are over those events only. (A digest holds a 4-character piece of an id by chance, now and then.)"""
+    digests = [key for key, (source, event_id, *_) in zip(keys, named)
+               if source not in key and (len(event_id) < 8 or event_id not in key)]
+    return (key_space_bits(digests) if digests else math.inf), len(digests)
+
+
+def _too_short(bits: float, digested: int) -> str:
+    """What a hint says of a digest of ``bits`` bits of ``digested`` events: the odds, and the width the check asks."""
+    odds = _odds_of_a_collision(bits, digested)
+    shown = f"{odds:.0%}" if odds >= 0.01 else f"1 in {round(1 / odds):,}"
+    return (f"Its digests hold about {bits:.0f} bits: among the {digested:,} events it digests, the odds that two "
+            f"share one are {shown}. Below one in a million takes a digest of at least {_bits_needed(digested)} bits.")
+
+
+_URI_RULE = ("A source is a URI-reference, which may hold letters, digits and any of -._~:/?#[]@!$&'()*+,;=%, "
+             "but never a space or a '|'.")
+
+
+def _what_collided(first: Event, second: Event, key: str, width: tuple[float, int]) -> tuple[int, str]:
     """Why two different events got one ID, ``key``: its rank (the most telling first) and a hint's words.
 
-    ``width`` gives the bits the answer's keys hold (:func:`.digest_width.key_space_bits`), for a hint on a digest cut
-    short."""
+    ``width`` is the answer's digests' bits and how many events it digests (:func:`_digest_width`)."""
     one, other = first[:2], second[:2]
     both = f"Two different events, {_shown.repr(one[1])} from {_shown.repr(one[0])} and {_shown.repr(other[1])} from " \
            f"{_shown.repr(other[0])}, got the same ID"
+    if _cut(key, first) or _cut(key, second):
+        return 0, (f"{both}, {_shown.repr(key)}: it is cut short, and cuts the characters that tell the two apart (the "
+                   "gateway's sources differ in their first and last characters, its IDs too). Keep the source and "
+                   "the id whole, or digest all of both.")
     if one[1] == other[1]:
         return 0, (f"{both}, so the inbox dropped the second as a copy of the first. An event's ID is unique only "
                    "among its own producer's events: what names the producer?")
@@ -194,7 +259,8 @@ def _what_collided(first: Event, second: Event, key: str, width: Callable[[], fl
     separator = _separator_between(one, other)
     if separator is not None:
         return 1, (f"{both}: joined with {separator!r} between them, the source and the id of the two read the same, "
-                   f"since {separator!r} occurs inside sources and IDs too. Where does one end and the next begin?")
+                   f"since {separator!r} occurs inside sources and IDs too. Where does one end and the next begin? "
+                   f"{_URI_RULE}")
     if first[3] == second[3]:
         return 2, (f"{both}: they ask for the same order and amount, and a real second payment was dropped. What "
                    "tells two such events apart?")
@@ -210,7 +276,7 @@ def _what_collided(first: Event, second: Event, key: str, width: Callable[[], fl
     if _kept_whole(key, first) or _kept_whole(key, second):
         return 6, (f"{both}, {_shown.repr(key)}: it keeps part of what names them and drops or cuts the characters "
                    "that tell the two apart. Keep the source and the id whole, or digest all of both.")
-    return 6, f"{both}, {_shown.repr(key)}: a digest cut too short for this traffic. {_too_short(width())}"
+    return 6, f"{both}, {_shown.repr(key)}: a digest cut too short for this traffic. {_too_short(*width)}"
 
 
 @functools.lru_cache(maxsize=1)  # what the check reads of each event, worked out once per seed
@@ -280,10 +346,10 @@ def _refused(key: Any, record: dict[str, Any]) -> str | None:
 def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
     """Lesson 05: a function from what a copy carries (its record) to the ID the inbox should trust.
 
-    Judged on every copy of 300,000 events of three services, two chains' shops and a partner's gateway
+    Judged on every copy of 300,000 events of three services, the shops of twenty chains and a partner's gateway
     (:func:`event_copies`, drawn by ``seed``), as the inbox would judge them, and again in fresh processes on other
     machines, days later. An ID must be one the course's consumer takes as a key (:func:`idemlib.messages.id_fault`),
-    and a digest must be wide enough that two of the events share one with odds below one in a million.
+    and a digest must be wide enough that two of the events it digests share one with odds below one in a million.
     Each call of the answer gets a record of its own, so an answer that changes its record changes nothing else.
     """
     if (missing := blank(message_id, "a function such as def message_id(record): ...")) is not None:
@@ -302,9 +368,8 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
             return hint(refused)
     first_ids: list[str] = []
     owner: dict[str, Event] = {}  # the ID the inbox has seen, and the first event that had it
-    collided: list[tuple[int, str]] = []
+    clashes: list[tuple[Event, Event, str]] = []
     missed: dict[str, int] = {}
-    width = functools.cache(lambda: key_space_bits(first_ids))  # of the keys up to the first digest collision
     start = 0
     for event, why_copied in zip(named, whys):
         first_id, end = every_id[start], start + 1 + len(why_copied)
@@ -315,9 +380,14 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
         start = end
         if first_id not in owner:
             owner[first_id] = event
-        elif len(collided) < 200:
-            collided.append(_what_collided(owner[first_id], event, first_id, width))
-    if collided:  # the reason most of the collisions share (a digest's few happen to share a second, say)
+        elif len(clashes) < 200:
+            clashes.append((owner[first_id], event, first_id))
+    if len(owner) == 1:
+        return hint(f"Every event got the same ID, {_shown.repr(first_ids[0])}, so the inbox took each one after the "
+                    "first for a copy of it and dropped it. What names one event, and no other?")
+    width = _digest_width(first_ids, named)
+    if clashes:  # the reason most of the collisions share (a digest's few happen to share a second, say)
+        collided = [_what_collided(*clash, width) for clash in clashes]
         tally = collections.Counter(rank for rank, _ in collided)
         telling = min(tally, key=lambda rank: (-tally[rank], rank))
         return hint(next(words for rank, words in collided if rank == telling))
@@ -325,11 +395,10 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
         which = ", ".join(f"{count:,} × {why}" for why, count in sorted(missed.items()))
         return hint(f"Copies of one event got different IDs ({which}), so the inbox took each for a new payment and "
                     "charged again. Which fields are the same on every copy, however and whenever it was copied?")
-    # The gateway's events, too long to keep whole, are where an answer must digest: its width shows there.
-    if (bits := key_space_bits(key for key, event in zip(first_ids, named)
-                                if len(event[0]) + len(event[1]) > LONGEST_ID)) < MIN_DIGEST_BITS:
-        return hint(f"No two events collided here, by luck: it digests the partner gateway's long sources and IDs "
-                    f"into too few values. {_too_short(bits)}")
+    # A digest may give two events one key by chance: the odds, over the events it digests, must stay below 1e-6.
+    if _odds_of_a_collision(*width) >= COLLISION_ODDS:
+        return hint(f"No two events collided here, by luck: its digest is too narrow for the events it digests. "
+                    f"{_too_short(*width)}")
     sample = [every_copy[at] for at in _sample_of(seed)]
     try:
         expected = [str(value) for value in call_each(message_id, [(_fresh(copy),) for copy in sample])]
@@ -344,6 +413,6 @@ def check_message_id(message_id: Any, *, seed: int = 5) -> Feedback:
                     "A restart brings back your code, not your memory: a dict starts empty, a UUID made at start-up "
                     "is a new one, and Python's hash() of a string, a process ID, a host name and the clock change. "
                     "Build the ID only from what the copy carries.")
-    return right(f"{len(every_copy):,} copies of {len(named):,} events from three services, six shops and a partner's "
+    return right(f"{len(every_copy):,} copies of {len(named):,} events from three services, {SHOP_COUNT} shops and a partner's "
                  "gateway: every payment charged once, none twice, none dropped, every ID one the consumer takes, and "
                  "a restarted consumer computes the same IDs.")
