@@ -115,10 +115,12 @@ def key_of_call(message_id: str, call: str) -> str:
 
     The inbox admits message IDs of up to ``LONGEST_ID`` (255) characters (:mod:`idemlib.messages`), so the
     joined key can pass the 255 Stripe accepts. Such a key sends the ID's SHA-256 instead (64 hex digits),
-    its call marked ``#sha256``: a call's name never holds a '#', so no key of a short ID reads the same.
+    its call marked ``#sha256``: a call's name never holds a '#', so no key of a short ID reads the same. An ID the
+    inbox admits may also hold characters a header cannot carry as they are (non-ASCII, control characters): an
+    HTTP client refuses such a header, so every delivery would fail; those IDs go as their digest too.
     """
     key = f"{message_id}:{call}"
-    if len(key) <= fact_number("stripe_key_max_length"):
+    if len(key) <= fact_number("stripe_key_max_length") and key.isascii() and key.isprintable():
         return key
     return f"{hashlib.sha256(message_id.encode()).hexdigest()}:{call}#sha256"
 

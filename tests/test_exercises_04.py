@@ -15,7 +15,6 @@ from hashlib import sha256
 from urllib.parse import quote
 from uuid import NAMESPACE_URL, uuid5
 
-import pytest
 from exercise_bank import Bank, Wrong, bank_tests
 
 from idemlib.provider import key_of_call
@@ -533,8 +532,6 @@ def test_keys_that_glue_the_id_to_the_call_or_leave_out_the_default_call_are_ref
     assert not default_left_out and "default one too" in default_left_out.message
 
 
-@pytest.mark.xfail(strict=True, reason="the rerun (restart.py) moves time.time to another machine's clock, not "
-                   "time.monotonic: a key of the uptime is the same in every process on this machine")
 def test_a_day_bucket_of_the_monotonic_clock_is_refused():
     from idemlib.course.exercises import check_key_function
 

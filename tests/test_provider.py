@@ -218,6 +218,16 @@ def test_a_key_of_a_long_message_id_stays_within_stripes_limit_and_apart_from_ev
     assert run.total_charged == p.total_charged() == 40
 
 
+def test_a_message_id_a_header_cannot_carry_as_it_is_goes_into_the_key_as_its_digest():
+    from idemlib.provider import key_of_call
+
+    for message_id in ("zahlung-größe-7", "m-7f3\u00a0", "m\u20137f3"):  # the inbox admits each; a header client refuses it
+        key = key_of_call(message_id, "charge")
+        assert key.isascii() and key.isprintable() and key.endswith(":charge#sha256")
+    assert len({key_of_call(m, "charge") for m in ("zahlung-größe-7", "zahlung-grösse-7")}) == 2
+    assert key_of_call("m-7f3", "charge") == "m-7f3:charge"  # a header-safe ID is kept as it came
+
+
 def test_a_lookup_by_the_key_finds_only_the_charge_that_call_made():
     p = provider()
     p.charge("m-7f3:charge", **CHARGE)

@@ -49,9 +49,18 @@ OTHER_MACHINES = (Machine("consumer-2", "WEST+12", 26.5 * 3600), Machine("consum
 _OTHER_MACHINE = '''
 import os as _os, platform as _platform, socket as _socket, time as _time
 _later, _host = {seconds!r}, {host!r}
-_real = {{name: getattr(_time, name) for name in ("time", "time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime")}}
+_real = {{name: getattr(_time, name) for name in ("time", "time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime",
+                                                 "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
+                                                 "clock_gettime", "clock_gettime_ns")}}
 _time.time = lambda: _real["time"]() + _later
 _time.time_ns = lambda: _real["time_ns"]() + int(_later * 1e9)
+# Another machine has been up for another time: its monotonic clocks read otherwise too (a shift keeps every interval).
+_time.monotonic = lambda: _real["monotonic"]() + _later
+_time.monotonic_ns = lambda: _real["monotonic_ns"]() + int(_later * 1e9)
+_time.perf_counter = lambda: _real["perf_counter"]() + _later
+_time.perf_counter_ns = lambda: _real["perf_counter_ns"]() + int(_later * 1e9)
+_time.clock_gettime = lambda clock: _real["clock_gettime"](clock) + _later
+_time.clock_gettime_ns = lambda clock: _real["clock_gettime_ns"](clock) + int(_later * 1e9)
 _time.localtime = lambda secs=None: _real["localtime"](_time.time() if secs is None else secs)
 _time.gmtime = lambda secs=None: _real["gmtime"](_time.time() if secs is None else secs)
 _time.ctime = lambda secs=None: _real["ctime"](_time.time() if secs is None else secs)
