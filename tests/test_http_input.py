@@ -80,6 +80,8 @@ def test_two_different_content_lengths_and_a_transfer_encoding_are_refused(serve
     ({"order_id": 1042, "amount": True}, "Invalid field amount"),
     (b'{"order_id": 1042, "amount": 5, "amount": 500}', "Repeated member in body"),  # which amount is charged?
     (b'{"order_id": 1042, "amount": 5, "meta": {"a": 1, "a": 2}}', "Repeated member in body"),
+    (b'{"order_id": 1042, "amount": 40, "tip": NaN}', "Body is not JSON"),  # Python's parser takes it; JSON has none
+    (b'{"order_id": 1042, "amount": 40, "tip": -Infinity}', "Body is not JSON"),
 ])
 def test_bodies_the_database_cannot_hold_are_refused_before_any_work(server, body, title):
     answer = post(server.url, body)

@@ -73,6 +73,11 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+def _not_json(constant: str) -> Any:
+    # Python's parser takes NaN and Infinity, which RFC 8259 has no place for: a number is digits.
+    raise ValueError(f"{constant} is not JSON")
+
+
 def parse_key(lines: list[str]) -> str | None:
     """The key in a request's ``Idempotency-Key`` field lines, or None if there is none; 400 for a malformed one."""
     try:
@@ -87,7 +92,7 @@ def parse_key(lines: list[str]) -> str | None:
 def parse_json(raw: bytes, example: str) -> Any:
     """The JSON document in a request body; refuses one that is not JSON or nests deeper than the parser goes."""
     try:
-        return json.loads(raw or b"", object_pairs_hook=_unique_members)
+        return json.loads(raw or b"", object_pairs_hook=_unique_members, parse_constant=_not_json)
     except _RepeatedMember as repeated:  # RFC 8259 (section 4): names within an object SHOULD be unique
         raise Refused(400, "Repeated member in body",
                       f"The JSON object names {str(repeated)[:40]!r} more than once, and parsers differ on which "
