@@ -105,7 +105,8 @@ def words(faults, limit):
 
 
 class OwnBatches:
-    """An answer that answers the check's batch of calls itself, with nothing: the check must not trust it."""
+    """An answer that offers to answer the check's batch of calls itself, with nothing: the check never uses an
+    answer's own ``call_each`` (only the grader's), so it calls this one and is told 'garbage'."""
 
     def __call__(self, faults, limit):
         return "garbage"
@@ -144,7 +145,7 @@ BANKS = {
             # odd numbers: far beyond a float, a superscript digit str.isdigit() takes: refused, never a crash
             Wrong((lambda f, m: 10**400,), "not right yet"),
             Wrong((lambda f, m: "\u00b2",), "whole number"),
-            Wrong((OwnBatches(),), "0 results came back"),
+            Wrong((OwnBatches(),), "it returned 'garbage'"),
         ],
     ),
     "check_replay_charges_again": Bank(
