@@ -36,7 +36,7 @@ def odds_of_a_collision(bits: float, count: int) -> float:
 
 def min_digest_bits(count: int) -> int:
     """The narrowest digest that gives ``count`` keys odds of a collision below :data:`COLLISION_ODDS`."""
-    return math.ceil(math.log2(count * (count - 1) / 2 / COLLISION_ODDS))
+    return math.ceil(math.log2(max(count * (count - 1) / 2, 1) / COLLISION_ODDS))
 
 
 def too_short(bits: float, count: int, keys: str, things: str) -> str:
@@ -44,5 +44,5 @@ def too_short(bits: float, count: int, keys: str, things: str) -> str:
     (``"events"``), and the width a check asks for."""
     odds = odds_of_a_collision(bits, count)
     shown = f"{odds:.0%}" if odds >= 0.01 else f"1 in {round(1 / odds):,}"
-    return (f"{keys} hold about {bits:.0f} bits: among {count:,} {things}, the odds that two share one are {shown}. "
+    return (f"{keys} hold about {bits:.0f} bits: among the {count:,} {things}, the odds that two share one are {shown}. "
             f"Below one in a million takes a digest of at least {min_digest_bits(count)} bits.")

@@ -13,7 +13,13 @@ import string
 from collections.abc import Iterator
 from typing import Any
 
-from idemlib.course.exercises.digest_width import key_space_bits
+from idemlib.course.exercises.digest_width import (
+    COLLISION_ODDS,
+    key_space_bits,
+    min_digest_bits,
+    odds_of_a_collision,
+    too_short,
+)
 from idemlib.course.exercises.feedback import Feedback, blank, call_each, exercise, hint, right
 from idemlib.course.exercises.restart import OTHER_MACHINES, in_fresh_process
 from idemlib.messages import LONGEST_ID, id_fault
@@ -57,8 +63,7 @@ EVENTS = (sum(COUNTERS.values()) + LEGACY_EVENTS + SHOP_EVENTS
           + len(GATEWAY_SOURCES) * len(GATEWAY_DAYS) * GATEWAY_EVENTS)
 # A digest gives two events one key by chance. Among the EVENTS, the chance that any two share a b-bit digest is
 # about 1 - exp(-pairs / 2**b); the check asks for the width that keeps it below one in a million: 56 bits.
-COLLISION_ODDS = 1e-6
-MIN_DIGEST_BITS = math.ceil(math.log2(EVENTS * (EVENTS - 1) / 2 / COLLISION_ODDS))
+MIN_DIGEST_BITS = min_digest_bits(EVENTS)
 _BASE62 = string.digits + string.ascii_letters
 # Extra copies, by why they exist: a share of the events gets one of each kind.
 COPIES = {"producer retry": 0.06, "relay republish": 0.04, "replay": 0.03, "redelivery": 0.08}
@@ -197,13 +202,11 @@ _shown.maxstring, _shown.maxother, _shown.maxdict = 70, 70, 12  # a hint names a
 
 
 def _odds_of_a_collision(bits: float, digested: int = EVENTS) -> float:
-    """The chance that two of ``digested`` events get one key from a digest of ``bits`` bits (the birthday bound)."""
-    return -math.expm1(-digested * (digested - 1) / 2 / 2**bits)
+    """The chance that two of ``digested`` events (all of them unless said) get one key from a ``bits``-bit digest."""
+    return odds_of_a_collision(bits, digested)
 
 
-def _bits_needed(digested: int) -> int:
-    """The narrowest digest that keeps the odds of a collision among ``digested`` events below one in a million."""
-    return math.ceil(math.log2(max(digested * (digested - 1) / 2, 1) / COLLISION_ODDS))
+_bits_needed = min_digest_bits  # the narrowest digest for a number of digested events
 
 
 def _kept_whole(key: str, event: Event) -> bool:
@@ -229,10 +232,7 @@ def _digest_width(keys: list[str], named: tuple[Event, ...]) -> tuple[float, int
 
 def _too_short(bits: float, digested: int) -> str:
     """What a hint says of a digest of ``bits`` bits of ``digested`` events: the odds, and the width the check asks."""
-    odds = _odds_of_a_collision(bits, digested)
-    shown = f"{odds:.0%}" if odds >= 0.01 else f"1 in {round(1 / odds):,}"
-    return (f"Its digests hold about {bits:.0f} bits: among the {digested:,} events it digests, the odds that two "
-            f"share one are {shown}. Below one in a million takes a digest of at least {_bits_needed(digested)} bits.")
+    return too_short(bits, digested, "Its digests", "events it digests")
 
 
 _URI_RULE = ("A source is a URI-reference, which may hold letters, digits and any of -._~:/?#[]@!$&'()*+,;=%, "
